@@ -1,0 +1,71 @@
+"""A GPU entity-component-system batch simulator on NVIDIA Warp.
+
+Environments are components (typed columns), archetypes (sets of components with a per-world
+capacity) and systems (Warp kernels whose signatures declare what they read and write). A
+``BatchSim`` steps thousands of worlds at once with one captured graph replay per step and
+hands the trainer persistent zero-copy torch tensors.
+"""
+
+from . import funcs
+from .config import load_config
+from .errors import (
+    ActionError,
+    CapacityError,
+    ConfigError,
+    EcsError,
+    GraphError,
+    OutOfMemoryError,
+    SchemaError,
+    StateDictError,
+)
+from .funcs import (
+    NULL_HANDLE,
+    despawn,
+    handle_archetype,
+    handle_generation,
+    handle_row,
+    is_live,
+    make_handle,
+    per_world,
+    spawn,
+)
+from .graph import TaskGraph
+from .schema import Action, Archetype, Component, EnvSpec, Observation, Param, Phase, component
+from .sim import BatchSim
+from .systems import System, system
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NULL_HANDLE",
+    "Action",
+    "ActionError",
+    "Archetype",
+    "BatchSim",
+    "CapacityError",
+    "Component",
+    "ConfigError",
+    "EcsError",
+    "EnvSpec",
+    "GraphError",
+    "Observation",
+    "OutOfMemoryError",
+    "Param",
+    "Phase",
+    "SchemaError",
+    "StateDictError",
+    "System",
+    "TaskGraph",
+    "component",
+    "despawn",
+    "funcs",
+    "handle_archetype",
+    "handle_generation",
+    "handle_row",
+    "is_live",
+    "load_config",
+    "make_handle",
+    "per_world",
+    "spawn",
+    "system",
+]

@@ -1,0 +1,63 @@
+"""Building Warp kernels from generated source.
+
+Warp reads a kernel's source through ``inspect``, so generated source is registered in
+``linecache`` under a stable pseudo-filename. Module hashes are content-based: the generated
+text is deterministic (sorted names, no ids), so kernels cache across processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import linecache
+from typing import Any
+
+import warp as wp
+
+_CACHE: dict[tuple[str, str], wp.Kernel] = {}
+
+
+def module_for(name: str) -> Any:
+    """A Warp module with backward code generation disabled (3x faster compiles)."""
+    module = wp.get_module(name)
+    module.options["enable_backward"] = False
+    return module
+
+
+def build_kernel(name: str, source: str, namespace: dict[str, Any], module: str) -> wp.Kernel:
+    """Compiles ``source`` (one ``def name(...)``) into a Warp kernel of ``module``.
+
+    The same (module, source) pair returns the same kernel object, so several simulations of
+    one environment share compiled code.
+    """
+    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
+    key = (module, source)
+    kernel = _CACHE.get(key)
+    if kernel is not None:
+        return kernel
+    filename = f"<ecs-generated:{module}:{name}:{digest}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    ns = {"wp": wp, **namespace}
+    exec(compile(source, filename, "exec"), ns)
+    kernel = wp.Kernel(func=ns[name], key=f"{name}_{digest}", module=module_for(module))
+    _CACHE[key] = kernel
+    return kernel
+
+
+def type_expr(t: Any, namespace: dict[str, Any]) -> str:
+    """Source text for a Warp type, adding it to ``namespace`` under a deterministic name."""
+    if wp.types.is_array(t):
+        inner = type_expr(t.dtype, namespace)
+        return f"wp.array(dtype={inner}, ndim={t.ndim})"
+    for alias, builtin in (("float", float), ("int", int), ("bool", bool)):
+        if t is builtin:
+            return alias
+    name = "T_" + _type_name(t)
+    namespace[name] = t
+    return name
+
+
+def _type_name(t: Any) -> str:
+    base = getattr(t, "__name__", None) or type(t).__name__
+    shape = "x".join(str(s) for s in getattr(t, "_shape_", ()))
+    scalar = getattr(getattr(t, "_wp_scalar_type_", None), "__name__", "")
+    return "".join(ch if ch.isalnum() else "_" for ch in f"{base}{shape}{scalar}")

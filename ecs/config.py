@@ -1,0 +1,95 @@
+"""Environment configs: frozen dataclasses filled from YAML files and keyword overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+
+
+def load_config(cls: type, path: str | os.PathLike | None = None, **overrides: Any) -> Any:
+    """Builds ``cls`` (a frozen dataclass) from defaults, then a YAML file, then keyword overrides.
+
+    Raises:
+        ConfigError: an unknown key (the message lists the valid keys), a value of the wrong type
+            (naming the field), or a value the dataclass's ``__post_init__`` refuses.
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise ConfigError(f"{cls!r} is not a dataclass")
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path) as f:
+                loaded = yaml.safe_load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"config file {str(path)!r} does not exist") from None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {e}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, Mapping):
+            raise ConfigError(
+                f"config file {str(path)!r} must hold a mapping of field: value, got {type(loaded).__name__}"
+            )
+        values.update(loaded)
+    values.update(overrides)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown config key(s) {unknown} for {cls.__name__}; valid keys: {sorted(fields)}")
+    hints = typing.get_type_hints(cls)
+    checked = {name: _coerce(cls.__name__, name, hints[name], v) for name, v in values.items()}
+    try:
+        return cls(**checked)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{cls.__name__}: {e}") from None
+
+
+def _coerce(owner: str, name: str, hint: Any, value: Any) -> Any:
+    origin = typing.get_origin(hint)
+    where = f"{owner}.{name}"
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where} must be a number, got {value!r} ({type(value).__name__})")
+        return float(value)
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be an int, got {value!r} ({type(value).__name__})")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r} ({type(value).__name__})")
+        return value
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, got {value!r} ({type(value).__name__})")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where} must be a list, got {value!r} ({type(value).__name__})")
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(owner, f"{name}[{i}]", args[0], v) for i, v in enumerate(value))
+        if len(args) != len(value):
+            raise ConfigError(f"{where} must have {len(args)} entries, got {len(value)}")
+        return tuple(_coerce(owner, f"{name}[{i}]", a, v) for i, (a, v) in enumerate(zip(args, value, strict=True)))
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(owner, name, a, value)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError("; ".join(errors))
+    return value

@@ -1,0 +1,390 @@
+"""The task graph: systems bound to tables, validated and ordered.
+
+A task is one launch: a system bound to one archetype of its query (or to no archetype for
+per-world systems). Phases run in order; inside a phase registration order decides, and edges
+come from read/write conflicts on columns, singletons and parameters. Tasks with no path
+between them may run in any order; ``order(seed)`` draws such an order to expose order bugs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import warp as wp
+
+from .codegen import build_kernel, type_expr
+from .errors import GraphError
+from .schema import ENGINE_COLUMNS, Archetype, Component, Param, Phase
+from .systems import AccessKind, System, parse_param
+
+Key = tuple[str, ...]
+
+
+@dataclass
+class Layout:
+    """The schema of one environment with the engine's own columns, without any arrays."""
+
+    archetypes: dict[str, Archetype]
+    singletons: dict[str, Component]
+    params: dict[str, Param]
+    resources: dict[str, Any]
+
+    def component(self, name: str) -> Component | None:
+        for a in self.archetypes.values():
+            for c in a.components:
+                if c.name == name:
+                    return c
+        return None
+
+    def column(self, arch: Archetype, name: str) -> Component:
+        if name == "alive":
+            return Component("alive", wp.int32, doc="1 where the row holds a live entity")
+        if name == "generation":
+            return Component("generation", wp.int32, doc="bumped at every spawn of the row")
+        return next(c for c in arch.components if c.name == name)
+
+
+@dataclass
+class Task:
+    """One launch of a system over one archetype (or over worlds)."""
+
+    system: System
+    name: str
+    kernel: wp.Kernel
+    archetype: str | None
+    sources: list[tuple[str, tuple]]  # (kernel parameter, source)
+    reads: set[Key] = field(default_factory=set)
+    writes: set[Key] = field(default_factory=set)
+    dim: Any = None  # "entity", "world", "entity_rows" (generated, CPU) or a callable
+    index: int = -1
+
+    @property
+    def phase(self) -> Phase:
+        return self.system.phase
+
+
+def _key_str(key: Key) -> str:
+    kind = key[0]
+    if kind == "column":
+        return f"{key[1]}.{key[2]}"
+    if kind == "singleton":
+        return f"world.{key[1]}"
+    if kind == "overflow":
+        return f"{key[1]}.overflow"
+    return f"param.{key[1]}"
+
+
+class TaskGraph:
+    """Systems bound to the tables of a layout, validated and ordered.
+
+    Raises:
+        GraphError: an unknown column, a query that matches no archetype, a per-entity system
+            writing a singleton, a stale read (a column read before a later system of the same
+            phase writes it), a missing resource, or a parameter of the wrong type.
+    """
+
+    def __init__(self, systems: Iterable[System], layout: Layout, *, device_is_cpu: bool, env_name: str = "") -> None:
+        self.layout = layout
+        self.env_name = env_name
+        self.tasks: list[Task] = []
+        systems = list(systems)
+        for s in systems:
+            if not isinstance(s, System):
+                raise GraphError(f"env {env_name!r}: systems must be ecs.System objects, got {s!r}")
+        # Phases first, registration order second (sorted() is stable).
+        for s in sorted(systems, key=lambda s: int(s.phase)):
+            self.tasks.extend(self._bind(s, device_is_cpu))
+        for i, t in enumerate(self.tasks):
+            t.index = i
+        self.edges: dict[int, set[int]] = {t.index: set() for t in self.tasks}
+        self._validate_and_link()
+
+    # -- binding -------------------------------------------------------------------------
+
+    def _bind(self, system: System, device_is_cpu: bool) -> list[Task]:
+        layout = self.layout
+        where = f"system {system.name!r} ({system.phase.name})"
+        query = [a.name for a in system.accesses if a.kind == AccessKind.COLUMN]
+        for a in system.accesses:
+            if a.kind == AccessKind.COLUMN and a.name not in ENGINE_COLUMNS and layout.component(a.name) is None:
+                hint = ""
+                if a.name in layout.singletons:
+                    hint = f"; {a.name!r} is a singleton: name the parameter world_{a.param}"
+                known = sorted({c.name for ar in layout.archetypes.values() for c in ar.components})
+                raise GraphError(
+                    f"{where}: parameter {a.param!r} names no component {a.name!r} of any archetype{hint}. "
+                    f"Entity components: {known}"
+                )
+            if a.kind == AccessKind.SINGLETON and a.name not in layout.singletons:
+                hint = ""
+                if layout.component(a.name) is not None:
+                    hint = f"; {a.name!r} is an entity component: name the parameter {a.param[6:]}"
+                raise GraphError(
+                    f"{where}: parameter {a.param!r} names no singleton {a.name!r}{hint}. "
+                    f"Singletons: {sorted(layout.singletons)}"
+                )
+            if a.kind == AccessKind.QUALIFIED:
+                arch = layout.archetypes.get(a.archetype)
+                if arch is None:
+                    raise GraphError(
+                        f"{where}: parameter {a.param!r} names no archetype {a.archetype!r}. "
+                        f"Archetypes: {sorted(layout.archetypes)}"
+                    )
+                if a.name != "overflow" and not arch.has(a.name):
+                    raise GraphError(
+                        f"{where}: parameter {a.param!r}: archetype {a.archetype!r} has no component {a.name!r}. "
+                        f"It has: {sorted(c.name for c in arch.components)} plus alive, generation, overflow"
+                    )
+        if system.is_entity_wise:
+            for a in system.accesses:
+                if a.kind == AccessKind.SINGLETON and a.write:
+                    raise GraphError(
+                        f"{where}: a per-entity system may not write singleton {a.name!r} (parameter {a.param!r}): "
+                        "threads of one world would race. Write it from a per-world system (dim='world') instead"
+                    )
+        if query:
+            matches = [ar for ar in layout.archetypes.values() if all(ar.has(c) for c in query)]
+            if not matches:
+                raise GraphError(
+                    f"{where}: no archetype holds all of {sorted(set(query))}; archetypes: "
+                    + ", ".join(
+                        f"{ar.name}{sorted(c.name for c in ar.components)}" for ar in layout.archetypes.values()
+                    )
+                )
+        else:
+            matches = [None]
+            if system.dim == "entity":
+                qualified = sorted({a.archetype for a in system.accesses if a.kind == AccessKind.QUALIFIED})
+                if len(qualified) != 1:
+                    raise GraphError(
+                        f"{where}: dim='entity' needs unqualified component parameters (a query) or exactly one "
+                        f"named archetype to take the capacity from; found {qualified or 'none'}"
+                    )
+                matches = [layout.archetypes[qualified[0]]]
+
+        if system.is_func:
+            kernel, dim = self._generate(system, device_is_cpu, where)
+        else:
+            kernel, dim = system.fn, system.dim or ("entity" if query else "world")
+        tasks = []
+        for arch in matches:
+            name = system.name if arch is None or len(matches) == 1 else f"{system.name}[{arch.name}]"
+            task = Task(system, name, kernel, arch.name if arch is not None else None, [], dim=dim)
+            self._bind_params(task, kernel, arch, where)
+            tasks.append(task)
+        return tasks
+
+    def _bind_params(self, task: Task, kernel: wp.Kernel, arch: Archetype | None, where: str) -> None:
+        layout = self.layout
+        for arg in kernel.adj.args:
+            ptype = arg.type
+            a = parse_param(arg.label)
+            if a.kind in (AccessKind.COLUMN, AccessKind.QUALIFIED):
+                target = arch if a.kind == AccessKind.COLUMN else layout.archetypes[a.archetype]
+                if a.kind == AccessKind.QUALIFIED and a.name == "overflow":
+                    _check_array(where, a.param, ptype, wp.int32, 1)
+                    key: Key = ("overflow", target.name)
+                    source: tuple = key
+                else:
+                    comp = layout.column(target, a.name)
+                    _check_array(where, a.param, ptype, comp.dtype, 2 + len(comp.shape))
+                    key = ("column", target.name, a.name)
+                    source = key
+            elif a.kind == AccessKind.SINGLETON:
+                comp = layout.singletons[a.name]
+                _check_array(where, a.param, ptype, comp.dtype, 1 + len(comp.shape))
+                key = ("singleton", a.name)
+                source = key
+            elif a.name in layout.params:
+                p = layout.params[a.name]
+                _check_array(where, a.param, ptype, p.dtype, 1)
+                key = ("param", a.name)
+                source = key
+                task.reads.add(key)
+                task.sources.append((a.param, source))
+                continue
+            else:
+                value = _resource(layout, a.name)
+                if value is _MISSING:
+                    raise GraphError(
+                        f"{where}: parameter {a.param!r} is no component, singleton or parameter, and no resource "
+                        f"or config field of that name exists. Resources: {sorted(layout.resources)}; "
+                        f"parameters: {sorted(layout.params)}"
+                    )
+                if wp.types.is_array(ptype):
+                    raise GraphError(f"{where}: resource {a.param!r} is a scalar; annotate it with a scalar type")
+                task.sources.append((a.param, ("value", value)))
+                continue
+            (task.writes if a.write else task.reads).add(key)
+            if a.write:
+                task.reads.add(key)
+            task.sources.append((a.param, source))
+        # An _out parameter is read as well; keep "reads" for in-only so stale reads are exact.
+        task.reads -= task.writes
+
+    # -- per-entity functions ----------------------------------------------------------------
+
+    def _generate(self, system: System, device_is_cpu: bool, where: str) -> tuple[wp.Kernel, str]:
+        layout = self.layout
+        fn = system.fn
+        entity = system.is_entity_wise
+        ns: dict[str, Any] = {"F": fn}
+        params: list[str] = []
+        call: list[str] = []
+        outs: list[str] = []
+        names = set(system.param_types)
+        for pname, ptype in system.param_types.items():
+            a = parse_param(pname)
+            if a.kind == AccessKind.QUALIFIED:
+                raise GraphError(
+                    f"{where}: a @wp.func system cannot name another archetype ({pname!r}); use a raw kernel"
+                )
+            if a.kind == AccessKind.COLUMN:
+                comp = layout.component(a.name) or Component(a.name, wp.int32)
+                if comp.shape:
+                    raise GraphError(
+                        f"{where}: {pname!r} has shape {comp.shape}; a @wp.func system takes unshaped components"
+                    )
+                params.append(f"{pname}: wp.array(dtype={type_expr(comp.dtype, ns)}, ndim=2)")
+                call.append(f"{pname}[world, row]")
+            elif a.kind == AccessKind.SINGLETON:
+                comp = layout.singletons.get(a.name)
+                if comp is None:
+                    raise GraphError(
+                        f"{where}: parameter {pname!r} names no singleton {a.name!r}. Singletons: {sorted(layout.singletons)}"
+                    )
+                if comp.shape:
+                    raise GraphError(
+                        f"{where}: {pname!r} has shape {comp.shape}; a @wp.func system takes unshaped singletons"
+                    )
+                params.append(f"{pname}: wp.array(dtype={type_expr(comp.dtype, ns)}, ndim=1)")
+                call.append(f"{pname}[world]")
+            elif pname == "world" or (pname == "row" and entity):
+                call.append(pname)
+                continue
+            elif pname in layout.params:
+                p = layout.params[pname]
+                params.append(f"{pname}: wp.array(dtype={type_expr(p.dtype, ns)}, ndim=1)")
+                call.append(f"{pname}[world % {pname}.shape[0]]")
+            else:
+                params.append(f"{pname}: {type_expr(ptype, ns)}")
+                call.append(pname)
+            if a.write:
+                outs.append(pname)
+        if not outs:
+            raise GraphError(
+                f"{where}: a @wp.func system must have at least one _out parameter and return its new value"
+            )
+        if entity and "alive_in" not in names:
+            params.append("alive_in: wp.array(dtype=wp.int32, ndim=2)")
+        reset = system.phase == Phase.RESET
+        if reset and "world_reset_in" not in names:
+            params.append("world_reset_in: wp.array(dtype=wp.int32, ndim=1)")
+        index = "[world, row]" if entity else "[world]"
+        lhs = ", ".join(f"r{i}" for i in range(len(outs)))
+        body = [f"{lhs} = F({', '.join(call)})"] + [f"{o}{index} = r{i}" for i, o in enumerate(outs)]
+        kname = f"sys_{system.name}" + ("_cpu" if device_is_cpu and entity else "")
+        lines = [f"def {kname}(", *(f"    {p}," for p in params), "):"]
+        if entity and device_is_cpu:
+            lines.append("    world = wp.tid()")
+        elif entity:
+            lines.append("    world, row = wp.tid()")
+        else:
+            lines.append("    world = wp.tid()")
+        if reset:
+            lines += ["    if world_reset_in[world] == 0:", "        return"]
+        if entity and device_is_cpu:
+            lines += ["    for row in range(alive_in.shape[1]):", "        if alive_in[world, row] != 0:"]
+            lines += [f"            {b}" for b in body]
+        elif entity:
+            lines += ["    if alive_in[world, row] == 0:", "        return"]
+            lines += [f"    {b}" for b in body]
+        else:
+            lines += [f"    {b}" for b in body]
+        source = "\n".join(lines) + "\n"
+        module = f"ecs_gen_{self.env_name or 'env'}"
+        kernel = build_kernel(kname, source, ns, module)
+        dim = ("world" if device_is_cpu else "entity") if entity else "world"
+        return kernel, dim
+
+    # -- ordering --------------------------------------------------------------------------
+
+    def _validate_and_link(self) -> None:
+        for i, ti in enumerate(self.tasks):
+            for tj in self.tasks[i + 1 :]:
+                if tj.phase != ti.phase:
+                    continue
+                stale = ti.reads & tj.writes
+                if stale:
+                    cols = ", ".join(sorted(_key_str(k) for k in stale))
+                    raise GraphError(
+                        f"stale read in phase {ti.phase.name}: {ti.name!r} reads {cols}, which {tj.name!r} writes "
+                        f"later in the same phase, so {ti.name!r} would see last step's value. Register "
+                        f"{tj.name!r} first, move it to an earlier phase, or declare the parameter as _out"
+                    )
+                if ti.writes & (tj.reads | tj.writes):
+                    self.edges[tj.index].add(ti.index)
+
+    def phases(self) -> list[Phase]:
+        return sorted({t.phase for t in self.tasks})
+
+    def order(self, phase: Phase, seed: int | None = None) -> list[Task]:
+        """Tasks of ``phase`` in registration order, or in a random valid order drawn from ``seed``."""
+        tasks = [t for t in self.tasks if t.phase == phase]
+        if seed is None:
+            return tasks
+        rng = random.Random(seed * 1000003 + int(phase))
+        pending = {t.index: set(self.edges[t.index]) & {u.index for u in tasks} for t in tasks}
+        by_index = {t.index: t for t in tasks}
+        out = []
+        while pending:
+            ready = sorted(i for i, deps in pending.items() if not deps)
+            pick = rng.choice(ready)
+            out.append(by_index[pick])
+            del pending[pick]
+            for deps in pending.values():
+                deps.discard(pick)
+        return out
+
+    def __str__(self) -> str:
+        lines = [f"TaskGraph of {self.env_name!r}: {len(self.tasks)} tasks"]
+        for phase in self.phases():
+            lines.append(f"  {phase.name}")
+            for t in self.order(phase):
+                deps = sorted(self.edges[t.index])
+                after = f" after {', '.join(f'[{d}]' for d in deps)}" if deps else ""
+                lines.append(f"    [{t.index}] {t.name} ({t.dim if isinstance(t.dim, str) else 'custom'}){after}")
+                if t.reads:
+                    lines.append(f"        reads:  {', '.join(sorted(_key_str(k) for k in t.reads))}")
+                if t.writes:
+                    lines.append(f"        writes: {', '.join(sorted(_key_str(k) for k in t.writes))}")
+        return "\n".join(lines)
+
+
+_MISSING = object()
+
+
+def _resource(layout: Layout, name: str) -> Any:
+    if name in layout.resources:
+        return layout.resources[name]
+    cfg = layout.resources.get("__config__")
+    if cfg is not None and hasattr(cfg, name):
+        return getattr(cfg, name)
+    return _MISSING
+
+
+def _check_array(where: str, param: str, ptype: Any, dtype: Any, ndim: int) -> None:
+    if not wp.types.is_array(ptype):
+        raise GraphError(f"{where}: parameter {param!r} must be a Warp array of {ndim} dims, annotated {ptype!r}")
+    if ptype.ndim != ndim:
+        raise GraphError(
+            f"{where}: parameter {param!r} must have {ndim} dims (wp.array{ndim}d), annotated ndim={ptype.ndim}"
+        )
+    if ptype.dtype is not Any and not wp.types.types_equal(ptype.dtype, dtype):
+        raise GraphError(
+            f"{where}: parameter {param!r} has dtype {wp.types.type_repr(ptype.dtype)}, "
+            f"but the column holds {wp.types.type_repr(dtype)}"
+        )

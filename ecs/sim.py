@@ -1,0 +1,568 @@
+"""BatchSim: many worlds of one environment, stepped together by one captured graph replay."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from . import engine_kernels as ek
+from .codegen import build_kernel, type_expr
+from .errors import ActionError, CapacityError, EcsError, SchemaError, StateDictError
+from .graph import Layout, Task, TaskGraph
+from .memory import check_fits, estimate
+from .schema import ENGINE_COLUMNS, Component, EnvSpec, Phase, dtype_shape, scalar_type
+from .torch_bridge import ActionDict, TorchViews
+
+STATE_FORMAT_VERSION = 1
+_INT32_MAX = ek.INT32_MAX
+_BEFORE_RESET = (Phase.ACT, Phase.PHYSICS, Phase.COLLIDE, Phase.REWARD)
+_OBSERVE = (Phase.SENSE, Phase.OBSERVE)
+
+
+@dataclass
+class _Launch:
+    name: str
+    phase: Phase
+    kernel: wp.Kernel
+    dim: Any
+    inputs: list[Any]
+
+
+def resolve_device(device: str | None) -> str:
+    """``None`` picks ``cuda:0`` when present, else ``cpu``; anything else must name a Warp device."""
+    wp.init()
+    if device is None:
+        return "cuda:0" if wp.is_cuda_available() else "cpu"
+    names = [d.alias for d in wp.get_devices()]
+    device = str(device)
+    if device == "cuda" and "cuda:0" in names:
+        device = "cuda:0"
+    if device not in names:
+        raise EcsError(f"device {device!r} is not available here; available devices: {names}. Pass one of them or None")
+    return device
+
+
+class BatchSim:
+    """Many worlds of one environment on one device.
+
+    Args:
+        env: the environment spec (``envs.make(name)``).
+        num_worlds: number of worlds, >= 1.
+        device: ``"cpu"``, ``"cuda:N"``, or None for ``cuda:0`` when present, else ``cpu``.
+        seed: base seed; world ``w`` of episode ``e`` draws from (seed, world_offset + w, e).
+        world_offset: global index of this simulation's world 0 (for runs split across processes).
+        capture: capture the step into one graph (default); False launches eagerly, for debugging.
+        schedule_seed: run the systems of each phase in a random valid order drawn from this seed,
+            to expose order bugs (results must not change).
+
+    Raises:
+        EcsError: bad arguments, an invalid env spec or task graph, or a simulation that would not
+            fit in memory; each message names the problem and the fix.
+    """
+
+    def __init__(
+        self,
+        env: EnvSpec,
+        num_worlds: int,
+        *,
+        device: str | None = None,
+        seed: int = 0,
+        world_offset: int = 0,
+        capture: bool = True,
+        schedule_seed: int | None = None,
+    ) -> None:
+        if not isinstance(env, EnvSpec):
+            raise EcsError(f"env must be an ecs.EnvSpec (from envs.make(name)), got {type(env).__name__}")
+        if isinstance(num_worlds, bool) or not isinstance(num_worlds, (int, np.integer)) or num_worlds < 1:
+            raise EcsError(f"num_worlds must be an int >= 1, got {num_worlds!r}")
+        for label, value in (("seed", seed), ("world_offset", world_offset)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**31:
+                raise EcsError(f"{label} must be an int in [0, 2**31), got {value!r}")
+        if world_offset + num_worlds > 2**31:
+            raise EcsError(f"world_offset + num_worlds = {world_offset + num_worlds} exceeds 2**31 global worlds")
+        env.validate()
+        self.env = env
+        self.num_worlds = int(num_worlds)
+        self.device = resolve_device(device)
+        self.seed = int(seed)
+        self.world_offset = int(world_offset)
+        self._is_cpu = self.device == "cpu"
+        self._schedule_seed = schedule_seed
+        self._num_agents = env.num_agents
+
+        self._layout = self._make_layout()
+        check_fits(estimate(self._layout, env, self.num_worlds), self.device, self.num_worlds)
+        self.graph = TaskGraph(env.systems, self._layout, device_is_cpu=self._is_cpu, env_name=env.name)
+        self._allocate()
+        self._make_engine_kernels()
+        self._launches = {id(t): self._make_launch(t) for t in self.graph.tasks}
+        self._views = TorchViews(self)
+        self.obs = self._views.obs
+        self.final_obs = self._views.final_obs
+        self.actions = ActionDict(self, self._views.actions)
+        self.rewards = self._views.rewards
+        self.terminated = self._views.terminated
+        self.truncated = self._views.truncated
+        self.params = self._views.params
+        self._load_modules()
+        self._step_graph = self._capture(self._record_step) if capture else None
+        self._reset_graph = self._capture(self._record_reset) if capture else None
+        self.reset()
+
+    # -- construction ----------------------------------------------------------------------
+
+    def _make_layout(self) -> Layout:
+        env = self.env
+        reward_shape = () if env.num_agents is None else (env.num_agents,)
+        singles = {
+            "rng": Component("rng", wp.uint32, singleton=True, doc="per-world RNG state, advanced by wp.randf"),
+            "episode": Component("episode", wp.int32, singleton=True, doc="episodes begun in this world, from 0"),
+            "episode_step": Component("episode_step", wp.int32, singleton=True, doc="steps taken in the episode"),
+            "reset": Component("reset", wp.int32, singleton=True, doc="1 while this world is being reset"),
+            "reward": Component(
+                "reward", wp.float32, reward_shape, singleton=True, doc="reward of the last transition"
+            ),
+            "terminated": Component("terminated", wp.bool, singleton=True, doc="the MDP reached a terminal state"),
+            "truncated": Component("truncated", wp.bool, singleton=True, doc="the time limit ended the episode"),
+        }
+        for s in env.singletons:
+            singles[s.name] = s
+        comps: dict[str, Component] = {}
+        for a in env.archetypes:
+            for c in a.components:
+                if comps.setdefault(c.name, c) != c:
+                    raise SchemaError(f"env {env.name!r}: two different components are named {c.name!r}")
+                if c.name in singles:
+                    raise SchemaError(f"env {env.name!r}: {c.name!r} is both an entity component and a singleton")
+        resources = dict(env.resources)
+        resources["__config__"] = env.config
+        return Layout({a.name: a for a in env.archetypes}, singles, {p.name: p for p in env.params}, resources)
+
+    def _allocate(self) -> None:
+        W, dev = self.num_worlds, self.device
+        self.tables: dict[str, dict[str, wp.array]] = {}
+        self.overflow: dict[str, wp.array] = {}
+        for a in self.env.archetypes:
+            cols = {name: wp.zeros((W, a.capacity), dtype=wp.int32, device=dev) for name in ENGINE_COLUMNS}
+            for c in a.components:
+                cols[c.name] = wp.zeros((W, a.capacity, *c.shape), dtype=c.dtype, device=dev)
+            self.tables[a.name] = cols
+            self.overflow[a.name] = wp.array([0, _INT32_MAX], dtype=wp.int32, device=dev)
+        self.singletons = {
+            n: wp.zeros((W, *c.shape), dtype=c.dtype, device=dev) for n, c in self._layout.singletons.items()
+        }
+        self.singletons["episode"].fill_(-1)
+        self._params = {p.name: wp.array(p.value, dtype=p.dtype, device=dev) for p in self.env.params}
+        self._final_obs = {
+            k: wp.zeros((W, *o.component.shape), dtype=o.component.dtype, device=dev)
+            for k, o in self.env.observations.items()
+        }
+        self._seed = wp.array([self.seed], dtype=wp.int32, device=dev)
+        self._world_offset = wp.array([self.world_offset], dtype=wp.int32, device=dev)
+        self._errors = wp.array([0, _INT32_MAX], dtype=wp.int32, device=dev)
+        self._ok = wp.zeros(1, dtype=wp.int32, device=dev)
+        self._any_done = wp.zeros(1, dtype=wp.int32, device=dev)
+        self._reset_request = wp.zeros(W, dtype=wp.int32, device=dev)
+        # Error flags reach the host without a sync: on CPU they are host memory already; on CUDA
+        # the captured step copies them into pinned memory that the next step() reads.
+        flags = [self._errors, *self.overflow.values()]
+        if self._is_cpu:
+            self._flag_mirrors = flags
+        else:
+            self._flag_mirrors = [wp.zeros_like(f, device="cpu", pinned=True) for f in flags]
+        self._flag_np = [m.numpy() for m in self._flag_mirrors]
+
+    def _flat(self, arr: wp.array) -> wp.array:
+        """A ``(num_worlds, n)`` scalar view of a per-world array (no copy)."""
+        n = int(np.prod(arr.shape[1:], dtype=np.int64)) * int(np.prod(dtype_shape(arr.dtype), dtype=np.int64))
+        return wp.array(ptr=arr.ptr, dtype=scalar_type(arr.dtype), shape=(self.num_worlds, n), device=arr.device)
+
+    def _make_engine_kernels(self) -> None:
+        env, module = self.env, f"ecs_gen_{self.env.name}"
+        self._action_keys = sorted(env.actions)
+        ns: dict[str, Any] = {}
+        params, body = ["errors: wp.array(dtype=wp.int32)"], []
+        self._action_flat = []
+        for k_index, key in enumerate(self._action_keys):
+            action = env.actions[key]
+            flat = self._flat(self.singletons[action.component.name])
+            self._action_flat.append(flat)
+            params.append(f"a{k_index}: wp.array(dtype={type_expr(flat.dtype, ns)}, ndim=2)")
+            if action.discrete:
+                bad = f"v < {int(action.low)} or v > {int(action.high)}"
+            else:
+                bad = "not wp.isfinite(float(v))"
+            body += [
+                f"    for i in range(a{k_index}.shape[1]):",
+                f"        v = a{k_index}[world, i]",
+                f"        if {bad}:",
+                "            wp.atomic_add(errors, 0, 1)",
+                f"            wp.atomic_min(errors, 1, world * {max(1, len(self._action_keys))} + {k_index})",
+            ]
+        src = "def validate_actions(\n" + "".join(f"    {p},\n" for p in params) + "):\n    world = wp.tid()\n"
+        src += "\n".join(body) + "\n" if body else "    pass\n"
+        self._validate_kernel = build_kernel("validate_actions", src, ns, module)
+
+        ns = {}
+        params, body = ["world_reset_in: wp.array(dtype=wp.int32)"], []
+        self._obs_pairs = []
+        for o_index, key in enumerate(sorted(env.observations)):
+            src_arr = self._flat(self.singletons[env.observations[key].component.name])
+            dst_arr = self._flat(self._final_obs[key])
+            self._obs_pairs += [src_arr, dst_arr]
+            t = type_expr(src_arr.dtype, ns)
+            params += [f"s{o_index}: wp.array(dtype={t}, ndim=2)", f"d{o_index}: wp.array(dtype={t}, ndim=2)"]
+            body += [
+                f"    for i in range(s{o_index}.shape[1]):",
+                f"        d{o_index}[world, i] = s{o_index}[world, i]",
+            ]
+        src = "def copy_final_obs(\n" + "".join(f"    {p},\n" for p in params) + "):\n    world = wp.tid()\n"
+        src += "    if world_reset_in[world] == 0:\n        return\n"
+        src += "\n".join(body) + "\n" if body else "    pass\n"
+        self._final_obs_kernel = build_kernel("copy_final_obs", src, ns, module)
+
+    def _make_launch(self, task: Task) -> _Launch:
+        W = self.num_worlds
+        inputs = []
+        for _param, source in task.sources:
+            kind = source[0]
+            if kind == "column":
+                inputs.append(self.tables[source[1]][source[2]])
+            elif kind == "singleton":
+                inputs.append(self.singletons[source[1]])
+            elif kind == "overflow":
+                inputs.append(self.overflow[source[1]])
+            elif kind == "param":
+                inputs.append(self._params[source[1]])
+            else:
+                inputs.append(source[1])
+        if task.dim == "world":
+            dim: Any = W
+        elif task.dim == "entity":
+            dim = (W, self.env_archetype(task.archetype).capacity)
+        else:
+            dim = task.dim(self)
+        return _Launch(task.name, task.phase, task.kernel, dim, inputs)
+
+    def env_archetype(self, name: str):
+        return next(a for a in self.env.archetypes if a.name == name)
+
+    def _load_modules(self) -> None:
+        kernels = [t.kernel for t in self.graph.tasks]
+        kernels += [self._validate_kernel, self._final_obs_kernel, ek.gate_step]
+        for module in {id(k.module): k.module for k in kernels}.values():
+            wp.load_module(module, device=self.device)
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def _launch(self, launch: _Launch) -> None:
+        timer = self._timer
+        if timer is not None:
+            wp.synchronize_device(self.device)
+            t0 = time.perf_counter()
+        wp.launch(launch.kernel, dim=launch.dim, inputs=launch.inputs, device=self.device)
+        if timer is not None:
+            wp.synchronize_device(self.device)
+            timer[(launch.phase, launch.name)] = timer.get((launch.phase, launch.name), 0.0) + time.perf_counter() - t0
+
+    _timer: dict | None = None
+
+    def _engine(self, name: str, kernel: wp.Kernel, dim: Any, inputs: list[Any]) -> None:
+        self._launch(_Launch(name, Phase.NONE, kernel, dim, inputs))
+
+    def _run_phases(self, phases: tuple[Phase, ...]) -> None:
+        for phase in phases:
+            for task in self.graph.order(phase, self._schedule_seed):
+                self._launch(self._launches[id(task)])
+
+    def _reward2d(self) -> wp.array:
+        r = self.singletons["reward"]
+        return r if r.ndim == 2 else r.reshape((self.num_worlds, 1))
+
+    def _begin_episode(self, clear_outputs: int) -> None:
+        s = self.singletons
+        self._engine(
+            "begin_episode",
+            ek.begin_episode,
+            self.num_worlds,
+            [
+                clear_outputs,
+                self._seed,
+                self._world_offset,
+                s["reset"],
+                s["episode"],
+                s["episode_step"],
+                s["rng"],
+                self._reward2d(),
+                s["terminated"],
+                s["truncated"],
+            ],
+        )
+
+    def _record_step(self) -> None:
+        W = self.num_worlds
+        self._engine("validate_actions", self._validate_kernel, W, [self._errors, *self._action_flat])
+        self._engine("gate_step", ek.gate_step, 1, [self._errors, self._ok, self._any_done])
+        wp.capture_if(condition=self._ok, on_true=self._record_step_body)
+        if not self._is_cpu:
+            for src, dst in zip([self._errors, *self.overflow.values()], self._flag_mirrors, strict=True):
+                wp.copy(dst, src)
+
+    def _record_step_body(self) -> None:
+        W, s = self.num_worlds, self.singletons
+        self.singletons["reward"].zero_()
+        horizon = int(self.env.max_episode_steps)
+        self._engine("begin_step", ek.begin_step, W, [horizon, s["episode_step"], s["terminated"], s["truncated"]])
+        self._run_phases(_BEFORE_RESET)
+        self._engine("finish_step", ek.finish_step, W, [s["terminated"], s["truncated"], s["reset"], self._any_done])
+        wp.capture_if(condition=self._any_done, on_true=self._record_same_step_reset)
+        self._run_phases(_OBSERVE)
+
+    def _record_same_step_reset(self) -> None:
+        # Observe the last state of the ended episodes, keep it in final_obs, then reset them.
+        self._run_phases(_OBSERVE)
+        self._engine(
+            "copy_final_obs", self._final_obs_kernel, self.num_worlds, [self.singletons["reset"], *self._obs_pairs]
+        )
+        self._begin_episode(clear_outputs=0)
+        self._run_phases((Phase.RESET,))
+
+    def _record_reset(self) -> None:
+        self._engine(
+            "request_reset", ek.request_reset, self.num_worlds, [self._reset_request, self.singletons["reset"]]
+        )
+        self._begin_episode(clear_outputs=1)
+        self._run_phases((Phase.RESET, *_OBSERVE))
+
+    def _capture(self, record: Callable[[], None]) -> Any:
+        with wp.ScopedCapture(device=self.device, force_module_load=False) as capture:
+            record()
+        return capture.graph
+
+    # -- public API --------------------------------------------------------------------------
+
+    def step(self, actions: Mapping[str, Any] | None = None) -> None:
+        """Advances every world by one step (one graph replay; no allocation, no host sync).
+
+        Args:
+            actions: optional ``{key: tensor}`` copied into ``sim.actions`` first (validated).
+
+        Raises:
+            ActionError: an action was out of range or not finite. On CPU this step() raises it;
+                on CUDA the next step() (or ``check()``) does. No world was advanced.
+            CapacityError: a spawn found its archetype full.
+        """
+        if actions is not None:
+            self.actions.update(actions)
+        if not self._is_cpu:
+            self._raise_pending()
+        if self._step_graph is not None:
+            wp.capture_launch(self._step_graph)
+        else:
+            self._record_step()
+        if self._is_cpu:
+            self._raise_pending()
+
+    def reset(self, mask: Any = None) -> None:
+        """Resets every world, or the worlds where ``mask`` (bool, ``[num_worlds]``) is true."""
+        import torch
+
+        if mask is None:
+            self._views.reset_request.fill_(1)
+        else:
+            if isinstance(mask, np.ndarray):
+                mask = torch.from_numpy(mask)
+            if not isinstance(mask, torch.Tensor):
+                raise EcsError(f"reset mask must be a torch.Tensor or numpy array of bools, got {type(mask).__name__}")
+            if mask.dtype != torch.bool or tuple(mask.shape) != (self.num_worlds,):
+                raise EcsError(
+                    f"reset mask must be bool with shape ({self.num_worlds},), got {mask.dtype} {tuple(mask.shape)}; "
+                    "build it as e.g. torch.zeros(num_worlds, dtype=torch.bool)"
+                )
+            self._views.reset_request.copy_(mask)
+        if self._reset_graph is not None:
+            wp.capture_launch(self._reset_graph)
+        else:
+            self._record_reset()
+        if self._is_cpu:
+            self._raise_pending()
+
+    def check(self) -> None:
+        """Synchronises with the device and raises any pending ActionError or CapacityError."""
+        wp.synchronize_device(self.device)
+        if not self._is_cpu:
+            for src, dst in zip([self._errors, *self.overflow.values()], self._flag_mirrors, strict=True):
+                wp.copy(dst, src)
+            wp.synchronize_device(self.device)
+        self._raise_pending()
+
+    def _clear_flags(self) -> None:
+        for arr, mirror in zip([self._errors, *self.overflow.values()], self._flag_mirrors, strict=True):
+            arr.assign(np.array([0, _INT32_MAX], dtype=np.int32))
+            if mirror is not arr:
+                mirror.numpy()[:] = (0, _INT32_MAX)
+
+    def _raise_pending(self) -> None:
+        errors, *overflows = self._flag_np
+        if errors[0] == 0 and all(o[0] == 0 for o in overflows):
+            return
+        count, code = int(errors[0]), int(errors[1])
+        over = [(a, int(o[0]), int(o[1])) for a, o in zip(self.overflow, overflows, strict=True) if o[0] > 0]
+        self._clear_flags()
+        if count:
+            k = max(1, len(self._action_keys))
+            world, key = code // k, self._action_keys[code % k]
+            action = self.env.actions[key]
+            value = self.actions[key][world].cpu().numpy()
+            if action.discrete:
+                expected = f"integers in [{int(action.low)}, {int(action.high)}]"
+            else:
+                expected = "finite floats (no NaN or infinity)"
+            raise ActionError(
+                f"invalid action: sim.actions[{key!r}] of world {world} is {value.tolist()}, but it must hold {expected} "
+                f"({count} invalid value(s) in all). No world was advanced by that step; fix the actions and call "
+                "step() again."
+            )
+        arch, n, world = over[0]
+        cap = self.env_archetype(arch).capacity
+        raise CapacityError(
+            f"archetype {arch!r} is full: {n} spawn(s) failed (first in world {world}) because its capacity is {cap} "
+            f"entities per world. Raise capacity in Archetype({arch!r}, ..., capacity=...) or despawn sooner."
+        )
+
+    def tensor(self, archetype: str, component: str):
+        """Zero-copy torch view of a column, ``[num_worlds, capacity, *shape]``.
+
+        ``tensor("world", name)`` gives a singleton, ``[num_worlds, *shape]``.
+        """
+        return self._views.column(archetype, component)
+
+    @property
+    def observation_space(self):
+        """Gymnasium ``Dict`` space of one world's observations."""
+        return self._views.observation_space()
+
+    @property
+    def action_space(self):
+        """Gymnasium ``Dict`` space of one world's actions."""
+        return self._views.action_space()
+
+    def memory(self) -> dict[str, int]:
+        """Bytes allocated per archetype column, singleton and engine buffer."""
+        return estimate(self._layout, self.env, self.num_worlds)
+
+    # -- state -------------------------------------------------------------------------------
+
+    def _state_arrays(self) -> dict[str, wp.array]:
+        arrays: dict[str, wp.array] = {}
+        for a, cols in self.tables.items():
+            for c, arr in cols.items():
+                arrays[f"table/{a}/{c}"] = arr
+            arrays[f"overflow/{a}"] = self.overflow[a]
+        for n, arr in self.singletons.items():
+            arrays[f"singleton/{n}"] = arr
+        for n, arr in self._params.items():
+            arrays[f"param/{n}"] = arr
+        for k, arr in self._final_obs.items():
+            arrays[f"final_obs/{k}"] = arr
+        return arrays
+
+    def state_dict(self) -> dict[str, Any]:
+        """The full simulation state as numpy arrays plus metadata; restoring it continues bit-identically."""
+        self.check()
+        return {
+            "format_version": STATE_FORMAT_VERSION,
+            "env": self.env.name,
+            "config": _config_dict(self.env.config),
+            "num_worlds": self.num_worlds,
+            "seed": self.seed,
+            "world_offset": self.world_offset,
+            "arrays": {k: v.numpy().copy() for k, v in self._state_arrays().items()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restores ``state_dict()`` output. Everything is checked before anything is written."""
+        if not isinstance(state, Mapping) or "arrays" not in state:
+            raise StateDictError("not a BatchSim state dict: expected a mapping with 'arrays' (from sim.state_dict())")
+        if state.get("format_version") != STATE_FORMAT_VERSION:
+            raise StateDictError(
+                f"state dict format version {state.get('format_version')!r} is not supported; this engine reads "
+                f"version {STATE_FORMAT_VERSION}"
+            )
+        for field, mine in (("env", self.env.name), ("num_worlds", self.num_worlds)):
+            if state.get(field) != mine:
+                raise StateDictError(
+                    f"state dict is for {field}={state.get(field)!r}, this simulation has {field}={mine!r}"
+                )
+        if state.get("config") != _config_dict(self.env.config):
+            raise StateDictError(
+                "state dict was saved with a different env config; build the BatchSim with the same config "
+                f"(saved: {state.get('config')!r})"
+            )
+        arrays, mine = state["arrays"], self._state_arrays()
+        missing, extra = sorted(set(mine) - set(arrays)), sorted(set(arrays) - set(mine))
+        if missing or extra:
+            raise StateDictError(f"state dict arrays do not match: missing {missing}, unexpected {extra}")
+        for k, arr in mine.items():
+            v = np.asarray(arrays[k])
+            want = arr.numpy() if self._is_cpu else None
+            shape = tuple(arr.shape) + dtype_shape(arr.dtype)
+            dtype = want.dtype if want is not None else np.dtype(wp.dtype_to_numpy(scalar_type(arr.dtype)))
+            if v.shape != shape or v.dtype != dtype:
+                raise StateDictError(f"state dict array {k!r} is {v.dtype}{v.shape}, expected {dtype}{shape}")
+        for k, arr in mine.items():
+            arr.assign(np.asarray(arrays[k]))
+        self.seed, self.world_offset = int(state["seed"]), int(state["world_offset"])
+        self._clear_flags()
+
+    # -- profiling ---------------------------------------------------------------------------
+
+    def profile(self, steps: int = 100):
+        """Times every system over ``steps`` eager steps; the simulation state is restored afterwards.
+
+        Returns:
+            ``Profile``: a tree of phases and systems with mean time per step and share of the step;
+            ``print()`` it. The captured step's mean wall time is measured separately.
+        """
+        from .profiling import Profile
+
+        if not isinstance(steps, int) or steps < 1:
+            raise EcsError(f"profile steps must be an int >= 1, got {steps!r}")
+        saved = self.state_dict()
+        try:
+            self._timer = {}
+            for _ in range(steps):
+                self._record_step()
+            timer, self._timer = self._timer, None
+            self.load_state_dict(saved)
+            wp.synchronize_device(self.device)
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                self.step()
+            wp.synchronize_device(self.device)
+            captured = (time.perf_counter() - t0) / steps
+        finally:
+            self._timer = None
+            self.load_state_dict(saved)
+        return Profile.from_timer(timer, steps, captured, self)
+
+
+def _config_dict(cfg: Any) -> Any:
+    if dataclasses.is_dataclass(cfg):
+        return {k: _plain(v) for k, v in dataclasses.asdict(cfg).items()}
+    return cfg
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    return v

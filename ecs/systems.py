@@ -1,0 +1,124 @@
+"""Systems: Warp kernels (or per-entity Warp functions) whose signatures declare their access.
+
+Parameter names are the declaration:
+
+| name | meaning |
+|---|---|
+| ``<component>_in`` / ``<component>_out`` | entity column of every archetype that holds all such components (a query); ``_out`` may also be read |
+| ``<archetype>__<component>_in`` / ``_out`` | the column of one named archetype (``<archetype>__overflow_out`` is its spawn-overflow counter) |
+| ``world_<singleton>_in`` / ``_out`` | a per-world singleton, shape ``(num_worlds, *shape)`` |
+| a parameter's name | the per-world parameter array (read it with ``ecs.per_world``) |
+| anything else | a resource: a scalar from the env's resources or config |
+
+A raw ``@wp.kernel`` picks its launch shape with ``dim`` ("entity": ``(num_worlds, capacity)``
+of the matched archetype, "world": ``num_worlds``, or a callable of the simulation). A
+``@wp.func`` system is per-entity (or per-world when it names no entity column): it receives
+values, not arrays, and returns the new value of each ``_out`` parameter in order; the engine
+generates the kernel around it with the alive check and world indexing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import warp as wp
+
+from .errors import GraphError
+from .schema import Phase
+
+
+class AccessKind(enum.IntEnum):
+    NONE = 0
+    COLUMN = 1  # unqualified entity column (query)
+    QUALIFIED = 2  # column of a named archetype
+    SINGLETON = 3
+    OTHER = 4  # parameter, resource or index
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one kernel parameter refers to."""
+
+    param: str
+    kind: AccessKind
+    name: str  # component, singleton or resource name
+    archetype: str | None = None
+    write: bool = False
+
+
+def parse_param(param: str) -> Access:
+    """Classifies a kernel parameter by its name."""
+    for suffix, write in (("_in", False), ("_out", True)):
+        if param.endswith(suffix) and len(param) > len(suffix):
+            base = param[: -len(suffix)]
+            if base.startswith("world_") and len(base) > 6:
+                return Access(param, AccessKind.SINGLETON, base[6:], write=write)
+            if "__" in base:
+                arch, comp = base.split("__", 1)
+                if not arch or not comp:
+                    break
+                return Access(param, AccessKind.QUALIFIED, comp, archetype=arch, write=write)
+            return Access(param, AccessKind.COLUMN, base, write=write)
+    return Access(param, AccessKind.OTHER, param)
+
+
+class System:
+    """A kernel or per-entity function with its phase and launch shape.
+
+    Args:
+        fn: a ``@wp.kernel`` or a ``@wp.func``.
+        phase: the phase it runs in.
+        name: display name; defaults to the function's name.
+        dim: launch shape of a raw kernel: "entity", "world", or ``callable(sim) -> int | tuple``.
+            Ignored for functions.
+    """
+
+    def __init__(
+        self,
+        fn: Any,
+        phase: Phase,
+        *,
+        name: str | None = None,
+        dim: str | Callable[[Any], int | tuple[int, ...]] | None = None,
+    ) -> None:
+        if isinstance(fn, wp.Kernel):
+            self.is_func = False
+            self.param_types = {a.label: a.type for a in fn.adj.args}
+        elif isinstance(fn, wp.Function):
+            self.is_func = True
+            self.param_types = dict(fn.input_types)
+        else:
+            raise GraphError(f"system {fn!r}: expected a @wp.kernel or @wp.func, got {type(fn).__name__}")
+        if not isinstance(phase, Phase) or phase == Phase.NONE:
+            raise GraphError(f"system {fn.key!r}: phase must be an ecs.Phase other than NONE, got {phase!r}")
+        if dim is not None and dim not in ("entity", "world") and not callable(dim):
+            raise GraphError(f"system {fn.key!r}: dim must be 'entity', 'world' or a callable, got {dim!r}")
+        if self.is_func and dim is not None:
+            raise GraphError(f"system {fn.key!r}: a @wp.func system gets its launch shape from the engine; drop dim=")
+        self.fn = fn
+        self.phase = phase
+        self.name = name or fn.key
+        self.dim = dim
+        self.accesses = [parse_param(p) for p in self.param_types]
+
+    @property
+    def is_entity_wise(self) -> bool:
+        """Whether it runs one thread per entity row of a query."""
+        if self.dim is not None:
+            return self.dim == "entity"
+        return any(a.kind == AccessKind.COLUMN for a in self.accesses)
+
+    def __repr__(self) -> str:
+        return f"System({self.name!r}, {self.phase.name})"
+
+
+def system(phase: Phase, *, name: str | None = None, dim: Any = None) -> Callable[[Any], System]:
+    """Decorator form of ``System``: put it above ``@wp.kernel`` or ``@wp.func``."""
+
+    def wrap(fn: Any) -> System:
+        return System(fn, phase, name=name, dim=dim)
+
+    return wrap

@@ -1,0 +1,146 @@
+"""Zero-copy torch views of the simulation's arrays, and Gymnasium spaces of one world.
+
+The only engine module besides the adapters that imports torch; it does so lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import warp as wp
+
+from .errors import ActionError, EcsError
+from .schema import scalar_type
+
+if TYPE_CHECKING:
+    from .sim import BatchSim
+
+
+class TorchViews:
+    """Persistent torch views, created once per simulation (each conversion costs microseconds)."""
+
+    def __init__(self, sim: BatchSim) -> None:
+        self._sim = sim
+        env = sim.env
+        s = sim.singletons
+        self.obs = {k: wp.to_torch(s[o.component.name]) for k, o in sorted(env.observations.items())}
+        self.final_obs = {k: wp.to_torch(sim._final_obs[k]) for k in sorted(env.observations)}
+        self.actions = {k: wp.to_torch(s[a.component.name]) for k, a in sorted(env.actions.items())}
+        self.rewards = wp.to_torch(s["reward"])
+        self.terminated = wp.to_torch(s["terminated"])
+        self.truncated = wp.to_torch(s["truncated"])
+        self.params = {k: wp.to_torch(v) for k, v in sim._params.items()}
+        self.reset_request = wp.to_torch(sim._reset_request)
+        self._columns: dict[tuple[str, str], Any] = {}
+
+    def column(self, archetype: str, component: str):
+        key = (archetype, component)
+        view = self._columns.get(key)
+        if view is not None:
+            return view
+        sim = self._sim
+        if archetype == "world":
+            if component not in sim.singletons:
+                raise EcsError(f"no singleton {component!r}; singletons: {sorted(sim.singletons)}")
+            arr = sim.singletons[component]
+        else:
+            if archetype not in sim.tables:
+                raise EcsError(
+                    f"no archetype {archetype!r}; archetypes: {sorted(sim.tables)} (or 'world' for singletons)"
+                )
+            cols = sim.tables[archetype]
+            if component not in cols:
+                raise EcsError(f"archetype {archetype!r} has no component {component!r}; it has {sorted(cols)}")
+            arr = cols[component]
+        view = wp.to_torch(arr)
+        self._columns[key] = view
+        return view
+
+    def observation_space(self):
+        from gymnasium import spaces
+
+        out = {}
+        for key, o in sorted(self._sim.env.observations.items()):
+            c = o.component
+            np_dtype = np.dtype(wp.dtype_to_numpy(scalar_type(c.dtype)))
+            out[key] = spaces.Box(low=o.low, high=o.high, shape=c.export_shape, dtype=np_dtype)
+        return spaces.Dict(out)
+
+    def action_space(self):
+        from gymnasium import spaces
+
+        out = {}
+        for key, a in sorted(self._sim.env.actions.items()):
+            c = a.component
+            np_dtype = np.dtype(wp.dtype_to_numpy(scalar_type(c.dtype)))
+            shape = c.export_shape
+            if a.discrete:
+                n = int(a.high) - int(a.low) + 1
+                if shape == ():
+                    out[key] = spaces.Discrete(n, start=int(a.low))
+                else:
+                    out[key] = spaces.MultiDiscrete(
+                        np.full(shape, n, dtype=np_dtype), start=np.full(shape, int(a.low), dtype=np_dtype)
+                    )
+            else:
+                out[key] = spaces.Box(low=a.low, high=a.high, shape=shape, dtype=np_dtype)
+        return spaces.Dict(out)
+
+
+class ActionDict(Mapping):
+    """``sim.actions``: persistent tensors that the trainer writes in place.
+
+    ``sim.actions[key] = x`` does not rebind: it checks dtype, shape and device of ``x`` (no host
+    sync) and copies it into the persistent buffer. Value checks (range, NaN) run on the device
+    inside the captured step.
+    """
+
+    def __init__(self, sim: BatchSim, views: dict[str, Any]) -> None:
+        self._sim = sim
+        self._views = views
+
+    def __getitem__(self, key: str):
+        try:
+            return self._views[key]
+        except KeyError:
+            raise KeyError(f"no action {key!r}; actions: {sorted(self._views)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._views)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def _checked(self, key: str, value: Any):
+        import torch
+
+        buf = self[key]
+        if isinstance(value, np.ndarray):
+            value = torch.from_numpy(value)
+        if not isinstance(value, torch.Tensor):
+            raise ActionError(f"action {key!r} must be a torch.Tensor (or numpy array), got {type(value).__name__}")
+        if value.dtype != buf.dtype:
+            raise ActionError(
+                f"action {key!r} must have dtype {buf.dtype}, got {value.dtype}; convert it with .to({buf.dtype})"
+            )
+        if tuple(value.shape) != tuple(buf.shape):
+            raise ActionError(f"action {key!r} must have shape {tuple(buf.shape)}, got {tuple(value.shape)}")
+        if value.device != buf.device and value.device.type != "cpu":
+            raise ActionError(
+                f"action {key!r} must be on {buf.device}, got {value.device}; move it with .to('{buf.device}')"
+            )
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self[key].copy_(self._checked(key, value))
+
+    def update(self, actions: Mapping[str, Any]) -> None:
+        """Checks every entry first, then copies them all (nothing is written if one is bad)."""
+        unknown = sorted(set(actions) - set(self._views))
+        if unknown:
+            raise ActionError(f"unknown action key(s) {unknown}; actions: {sorted(self._views)}")
+        checked = {k: self._checked(k, v) for k, v in actions.items()}
+        for k, v in checked.items():
+            self._views[k].copy_(v)

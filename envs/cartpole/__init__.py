@@ -1,0 +1,5 @@
+"""Gymnasium's CartPole-v1 as an ECS environment."""
+
+from .env import CartpoleConfig, make
+
+__all__ = ["CartpoleConfig", "make"]

@@ -1,0 +1,1 @@
+"""Reusable systems with their components (physics, collision, ray casting, sensing, episode bookkeeping)."""
