@@ -61,10 +61,11 @@ def spawn(
     scheduler, so spawn from one thread per world where trajectories must be reproducible.
     """
     for row in range(alive.shape[1]):
-        # Read first so that full rows cost no atomic.
-        if alive[world, row] == 0 and wp.atomic_cas(alive, world, row, 0, 1) == 0:
-            generation[world, row] = generation[world, row] + 1
-            return row
+        # Nested, not `and`: Warp evaluates both operands, and the CAS must only run on free rows.
+        if alive[world, row] == 0:  # noqa: SIM102
+            if wp.atomic_cas(alive, world, row, 0, 1) == 0:
+                generation[world, row] = generation[world, row] + 1
+                return row
     wp.atomic_add(overflow, 0, 1)
     wp.atomic_min(overflow, 1, world)
     return -1
