@@ -13,7 +13,7 @@ from typing import Any
 
 import warp as wp
 
-_CACHE: dict[tuple[str, str], wp.Kernel] = {}
+_CACHE: dict[tuple[str, ...], wp.Kernel] = {}
 
 
 def module_for(name: str) -> Any:
@@ -26,11 +26,17 @@ def module_for(name: str) -> Any:
 def build_kernel(name: str, source: str, namespace: dict[str, Any], module: str) -> wp.Kernel:
     """Compiles ``source`` (one ``def name(...)``) into a Warp kernel of ``module``.
 
-    The same (module, source) pair returns the same kernel object, so several simulations of
-    one environment share compiled code.
+    The same module, source and referenced objects return the same kernel object, so several
+    simulations of one environment share compiled code; the referenced functions' qualified
+    names enter the kernel key, so two systems of the same name in different modules never
+    collide.
     """
-    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
-    key = (module, source)
+    refs = sorted(
+        f"{k}={getattr(getattr(v, 'func', v), '__module__', '')}.{getattr(v, 'key', getattr(v, '__name__', ''))}"
+        for k, v in namespace.items()
+    )
+    digest = hashlib.sha1((source + "\n".join(refs)).encode()).hexdigest()[:12]
+    key = (module, source, *refs)
     kernel = _CACHE.get(key)
     if kernel is not None:
         return kernel

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 import warp as wp
@@ -209,9 +209,12 @@ class TaskGraph:
             else:
                 value = _resource(layout, a.name)
                 if value is _MISSING:
+                    cfg = layout.resources.get("__config__")
+                    cfg_fields = sorted(f.name for f in fields(cfg)) if is_dataclass(cfg) else []
                     raise GraphError(
                         f"{where}: parameter {a.param!r} is no component, singleton or parameter, and no resource "
-                        f"or config field of that name exists. Resources: {sorted(layout.resources)}; "
+                        f"or config field of that name exists. Resources: "
+                        f"{sorted(k for k in layout.resources if k != '__config__')}; config fields: {cfg_fields}; "
                         f"parameters: {sorted(layout.params)}"
                     )
                 if wp.types.is_array(ptype):

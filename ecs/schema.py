@@ -231,8 +231,10 @@ class Param:
         _check_name(self.name, "parameter")
         dtype = check_dtype(self.dtype, f"parameter {self.name!r}")
         object.__setattr__(self, "dtype", dtype)
-        arr = np.atleast_1d(np.asarray(self.value))
-        if arr.ndim != 1 + len(dtype_shape(dtype)) or arr.shape[0] < 1:
+        arr = np.asarray(self.value)
+        if arr.ndim == len(dtype_shape(dtype)):  # one scalar, vector or matrix: shared by all worlds
+            arr = arr[np.newaxis]
+        if arr.ndim != 1 + len(dtype_shape(dtype)) or arr.shape[0] < 1 or arr.shape[1:] != dtype_shape(dtype):
             raise SchemaError(
                 f"parameter {self.name!r}: value must be one {dtype.__name__} or a sequence of them, got shape {arr.shape}"
             )

@@ -196,12 +196,13 @@ class BatchSim:
             self._action_flat.append(flat)
             params.append(f"a{k_index}: wp.array(dtype={type_expr(flat.dtype, ns)}, ndim=2)")
             if action.discrete:
-                bad = f"v < {int(action.low)} or v > {int(action.high)}"
+                bad = f"v{k_index} < {int(action.low)} or v{k_index} > {int(action.high)}"
             else:
-                bad = "not wp.isfinite(float(v))"
+                bad = f"not wp.isfinite(float(v{k_index}))"
             body += [
                 f"    for i in range(a{k_index}.shape[1]):",
-                f"        v = a{k_index}[world, i]",
+                # One local per action: Warp refuses to rebind a name to a value of another dtype.
+                f"        v{k_index} = a{k_index}[world, i]",
                 f"        if {bad}:",
                 "            wp.atomic_add(errors, 0, 1)",
                 f"            wp.atomic_min(errors, 1, world * {max(1, len(self._action_keys))} + {k_index})",
@@ -372,21 +373,7 @@ class BatchSim:
 
     def reset(self, mask: Any = None) -> None:
         """Resets every world, or the worlds where ``mask`` (bool, ``[num_worlds]``) is true."""
-        import torch
-
-        if mask is None:
-            self._views.reset_request.fill_(1)
-        else:
-            if isinstance(mask, np.ndarray):
-                mask = torch.from_numpy(mask)
-            if not isinstance(mask, torch.Tensor):
-                raise EcsError(f"reset mask must be a torch.Tensor or numpy array of bools, got {type(mask).__name__}")
-            if mask.dtype != torch.bool or tuple(mask.shape) != (self.num_worlds,):
-                raise EcsError(
-                    f"reset mask must be bool with shape ({self.num_worlds},), got {mask.dtype} {tuple(mask.shape)}; "
-                    "build it as e.g. torch.zeros(num_worlds, dtype=torch.bool)"
-                )
-            self._views.reset_request.copy_(mask)
+        self._views.request_reset(mask)
         if self._reset_graph is not None:
             wp.capture_launch(self._reset_graph)
         else:
@@ -506,6 +493,12 @@ class BatchSim:
                 "state dict was saved with a different env config; build the BatchSim with the same config "
                 f"(saved: {state.get('config')!r})"
             )
+        seed, world_offset = state.get("seed"), state.get("world_offset")
+        for label, value in (("seed", seed), ("world_offset", world_offset)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**31:
+                raise StateDictError(f"state dict {label} must be an int in [0, 2**31), got {value!r}")
+        if world_offset + self.num_worlds > 2**31:
+            raise StateDictError(f"state dict world_offset {world_offset} + num_worlds exceeds 2**31 global worlds")
         arrays, mine = state["arrays"], self._state_arrays()
         missing, extra = sorted(set(mine) - set(arrays)), sorted(set(arrays) - set(mine))
         if missing or extra:
@@ -519,7 +512,11 @@ class BatchSim:
                 raise StateDictError(f"state dict array {k!r} is {v.dtype}{v.shape}, expected {dtype}{shape}")
         for k, arr in mine.items():
             arr.assign(np.asarray(arrays[k]))
-        self.seed, self.world_offset = int(state["seed"]), int(state["world_offset"])
+        # The captured reset reads seed and world offset from device arrays: update those too, or
+        # the next episode would draw from this simulation's construction seed.
+        self.seed, self.world_offset = int(seed), int(world_offset)
+        self._seed.assign(np.array([self.seed], dtype=np.int32))
+        self._world_offset.assign(np.array([self.world_offset], dtype=np.int32))
         self._clear_flags()
 
     # -- profiling ---------------------------------------------------------------------------

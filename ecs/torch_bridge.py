@@ -35,6 +35,25 @@ class TorchViews:
         self.reset_request = wp.to_torch(sim._reset_request)
         self._columns: dict[tuple[str, str], Any] = {}
 
+    def request_reset(self, mask: Any) -> None:
+        """Flags every world for reset (``mask`` None) or the worlds where ``mask`` is true."""
+        import torch
+
+        if mask is None:
+            self.reset_request.fill_(1)
+            return
+        num_worlds = self._sim.num_worlds
+        if isinstance(mask, np.ndarray):
+            mask = torch.from_numpy(mask)
+        if not isinstance(mask, torch.Tensor):
+            raise EcsError(f"reset mask must be a torch.Tensor or numpy array of bools, got {type(mask).__name__}")
+        if mask.dtype != torch.bool or tuple(mask.shape) != (num_worlds,):
+            raise EcsError(
+                f"reset mask must be bool with shape ({num_worlds},), got {mask.dtype} {tuple(mask.shape)}; "
+                "build it as e.g. torch.zeros(num_worlds, dtype=torch.bool)"
+            )
+        self.reset_request.copy_(mask)
+
     def column(self, archetype: str, component: str):
         key = (archetype, component)
         view = self._columns.get(key)

@@ -3,7 +3,7 @@ import os
 import pytest
 import warp as wp
 
-wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING
 os.environ.setdefault("WARP_QUIET", "1")
 
 

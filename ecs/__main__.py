@@ -1,0 +1,153 @@
+"""Command line: ``python -m ecs`` (or ``ecs``) lists, profiles, benchmarks and explains environments.
+
+    python -m ecs envs
+    python -m ecs profile cartpole --num-worlds 4096 --steps 100
+    python -m ecs bench cartpole --num-worlds 16384 --steps 1000
+    python -m ecs graph cartpole
+
+The engine never imports the environment registry (``ecs`` sits below ``envs`` in the layering,
+and a test enforces it). Finding environments by name is this command line's job, so it imports
+``envs`` lazily, by name, inside the commands that need it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import sys
+import time
+from types import ModuleType
+from typing import Any
+
+from .errors import EcsError
+
+_REGISTRY_MODULE = "envs"
+
+
+def _registry() -> ModuleType:
+    try:
+        return importlib.import_module(_REGISTRY_MODULE)
+    except ModuleNotFoundError as e:
+        if e.name != _REGISTRY_MODULE:
+            raise
+        raise EcsError(
+            f"the environment registry package {_REGISTRY_MODULE!r} is not importable; run from the repository "
+            "root or install the project (pip install -e .)"
+        ) from None
+
+
+def _quiet_warp() -> None:
+    import warp as wp
+
+    wp.config.log_level = wp.LOG_WARNING
+
+
+def _build(args: argparse.Namespace, num_worlds: int, **kwargs: Any):
+    from .sim import BatchSim
+
+    _quiet_warp()
+    env = _registry().make(args.env, config=args.config)
+    return BatchSim(env, num_worlds, device=args.device, seed=args.seed, **kwargs)
+
+
+def _randomise_actions(sim, seed: int) -> None:
+    """Writes actions drawn uniformly from each action space (one draw, kept for every step)."""
+    import numpy as np
+    from gymnasium.vector.utils import batch_space
+
+    for key in list(sim.actions):
+        space = batch_space(sim.action_space[key], sim.num_worlds)
+        space.seed(seed)
+        view = sim.actions[key]
+        dtype = np.dtype(str(view.dtype).removeprefix("torch."))
+        sim.actions[key] = np.ascontiguousarray(np.asarray(space.sample()).reshape(tuple(view.shape)).astype(dtype))
+
+
+def _cmd_envs(args: argparse.Namespace) -> None:
+    for name in _registry().names():
+        print(name)
+
+
+def _cmd_profile(args: argparse.Namespace) -> None:
+    sim = _build(args, args.num_worlds)
+    _randomise_actions(sim, args.seed)
+    print(sim.profile(args.steps))
+
+
+def _cmd_bench(args: argparse.Namespace) -> None:
+    import warp as wp
+
+    sim = _build(args, args.num_worlds)
+    _randomise_actions(sim, args.seed)
+    for _ in range(max(10, args.steps // 10)):  # warm-up, not timed
+        sim.step()
+    times = []
+    for _ in range(args.repeats):
+        wp.synchronize_device(sim.device)
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            sim.step()
+        wp.synchronize_device(sim.device)
+        times.append(time.perf_counter() - t0)
+    sim.check()
+    rate = sim.num_worlds * args.steps / statistics.median(times)
+    spread = ", ".join(f"{sim.num_worlds * args.steps / t:,.0f}" for t in sorted(times, reverse=True))
+    print(
+        f"{args.env}: {sim.num_worlds} worlds on {sim.device}, captured step, "
+        f"median of {args.repeats} windows of {args.steps} steps"
+    )
+    print(f"{rate:,.0f} world-steps/s ({statistics.median(times) / args.steps * 1e6:.1f} us per step)")
+    print(f"all windows [world-steps/s]: {spread}")
+
+
+def _cmd_graph(args: argparse.Namespace) -> None:
+    sim = _build(args, 1, capture=False)
+    print(sim.graph)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ecs", description="List, profile and benchmark environments.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def env_command(name: str, help: str, *, worlds: int | None, steps: int | None) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.add_argument("env", help="environment name (see: python -m ecs envs)")
+        if worlds is not None:
+            p.add_argument("--num-worlds", type=_positive, default=worlds, help=f"worlds (default {worlds})")
+        if steps is not None:
+            p.add_argument("--steps", type=_positive, default=steps, help=f"steps (default {steps})")
+        p.add_argument("--device", default=None, help="cpu or cuda:N (default: cuda:0 when present, else cpu)")
+        p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
+        p.add_argument("--config", default=None, metavar="YAML", help="environment config file (default: its own)")
+        return p
+
+    sub.add_parser("envs", help="list registered environments").set_defaults(fn=_cmd_envs)
+    env_command("profile", "time every system of a step", worlds=4096, steps=100).set_defaults(fn=_cmd_profile)
+    bench = env_command("bench", "world-steps per second of the captured step", worlds=4096, steps=1000)
+    bench.add_argument("--repeats", type=_positive, default=5, help="timed windows; the median counts (default 5)")
+    bench.set_defaults(fn=_cmd_bench)
+    env_command("graph", "print the task graph", worlds=None, steps=None).set_defaults(fn=_cmd_graph)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command line; returns the exit status (0 on success, 1 on an engine error)."""
+    args = _parser().parse_args(argv)
+    try:
+        args.fn(args)
+    except EcsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

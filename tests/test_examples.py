@@ -1,0 +1,98 @@
+"""Smoke tests of the examples and the command line, run as subprocesses with tiny world counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 600  # seconds; a cold kernel cache compiles every module first
+
+
+def run(*args: str, returncode: int = 0) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    assert proc.returncode == returncode, (
+        f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    return proc
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def test_cartpole_demo() -> None:
+    out = run("examples/cartpole_demo.py", "--num-worlds", "8", "--steps", "50", "--device", "cpu").stdout
+    assert "built 8 cartpole worlds on cpu" in out
+    rate = re.search(r"400 world-steps in [\d.]+ s: ([\d,]+) world-steps/s", out)
+    assert rate is not None, out
+    assert _number(rate.group(1)) > 0
+    # 8 worlds of random pushes for 50 steps: episodes (about 22 steps on average) must have ended.
+    episodes = re.search(r"finished episodes: ([\d,]+), mean length ([\d.]+) steps", out)
+    assert episodes is not None, out
+    assert _number(episodes.group(1)) >= 8
+    assert 8.0 <= float(episodes.group(2)) <= 50.0
+
+
+def test_bench_cartpole_json(tmp_path: Path) -> None:
+    path = tmp_path / "bench.json"
+    args = ["--num-worlds", "1", "8", "--steps", "20", "--repeats", "1", "--device", "cpu", "--json", str(path)]
+    out = run("examples/benchmarks/bench_cartpole.py", *args).stdout
+    assert re.search(r"^\s+8\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+[\d.]+x$", out, re.MULTILINE), out
+    result = json.loads(path.read_text())
+    assert result["device"] == "cpu"
+    assert result["steps"] == 20 and result["repeats"] == 1
+    assert {"warp", "torch", "numpy", "gymnasium"} <= set(result["versions"])
+    assert [row["num_worlds"] for row in result["rows"]] == [1, 8]
+    for row in result["rows"]:
+        for key in ("engine_steps_per_s", "engine_eager_steps_per_s", "gymnasium_steps_per_s", "ratio"):
+            assert row[key] > 0, (key, row)
+        assert row["ratio"] == pytest.approx(row["engine_steps_per_s"] / row["gymnasium_steps_per_s"])
+        assert all(len(row["seconds"][k]) == 1 for k in ("engine", "eager", "gymnasium"))
+    assert result["build"] is None
+
+
+def test_cli_envs() -> None:
+    names = run("-m", "ecs", "envs").stdout.split()
+    assert "cartpole" in names
+    assert names == sorted(names)
+
+
+def test_cli_profile() -> None:
+    out = run("-m", "ecs", "profile", "cartpole", "--num-worlds", "4", "--steps", "5", "--device", "cpu").stdout
+    assert out.startswith("profile: 4 worlds on cpu, 5 steps; captured step")
+    for system in ("step_cartpole", "judge_cartpole", "observe_cartpole", "validate_actions"):
+        assert re.search(rf"^\s+{system}\s+[\d.]+ us\s+[\d.]+%$", out, re.MULTILINE), (system, out)
+
+
+def test_cli_bench() -> None:
+    args = ["bench", "cartpole", "--num-worlds", "4", "--steps", "10", "--repeats", "2", "--device", "cpu"]
+    out = run("-m", "ecs", *args).stdout
+    rate = re.search(r"^([\d,]+) world-steps/s \(([\d.]+) us per step\)$", out, re.MULTILINE)
+    assert rate is not None, out
+    assert _number(rate.group(1)) > 0
+
+
+def test_cli_graph() -> None:
+    out = run("-m", "ecs", "graph", "cartpole", "--device", "cpu").stdout
+    assert out.startswith("TaskGraph of 'cartpole': 4 tasks")
+    phases = [line.strip() for line in out.splitlines() if line.startswith("  ") and not line.startswith("   ")]
+    assert phases == ["PHYSICS", "REWARD", "RESET", "OBSERVE"]
+    assert "step_cartpole" in out and "writes: world.reward, world.terminated" in out
+
+
+def test_cli_unknown_env_is_a_clean_error() -> None:
+    proc = run("-m", "ecs", "graph", "no_such_env", returncode=1)
+    assert "error: unknown environment 'no_such_env'" in proc.stderr
+    assert "cartpole" in proc.stderr
+    assert "Traceback" not in proc.stderr
