@@ -153,6 +153,8 @@ class ActionDict(Mapping):
         return value
 
     def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self._views:
+            raise ActionError(f"unknown action key {key!r}; actions: {sorted(self._views)}")
         self[key].copy_(self._checked(key, value))
 
     def update(self, actions: Mapping[str, Any]) -> None:
