@@ -17,7 +17,7 @@ from .codegen import build_kernel, type_expr
 from .errors import ActionError, CapacityError, EcsError, SchemaError, StateDictError
 from .graph import Layout, Task, TaskGraph
 from .memory import check_fits, estimate
-from .schema import ENGINE_COLUMNS, Component, EnvSpec, Phase, dtype_shape, scalar_type
+from .schema import ENGINE_COLUMNS, Component, EnvSpec, Param, Phase, dtype_shape, scalar_type
 from .torch_bridge import ActionDict, TorchViews
 
 STATE_FORMAT_VERSION = 1
@@ -61,6 +61,9 @@ class BatchSim:
         capture: capture the step into one graph (default); False launches eagerly, for debugging.
         schedule_seed: run the systems of each phase in a random valid order drawn from this seed,
             to expose order bugs (results must not change).
+        params: values for per-world parameters, replacing the env's: one value (shared by all
+            worlds) or a sequence (world ``w`` reads entry ``w % len``), e.g. one per world for
+            domain randomisation.
 
     Raises:
         EcsError: bad arguments, an invalid env spec or task graph, or a simulation that would not
@@ -77,6 +80,7 @@ class BatchSim:
         world_offset: int = 0,
         capture: bool = True,
         schedule_seed: int | None = None,
+        params: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(env, EnvSpec):
             raise EcsError(f"env must be an ecs.EnvSpec (from envs.make(name)), got {type(env).__name__}")
@@ -97,6 +101,7 @@ class BatchSim:
         self._schedule_seed = schedule_seed
         self._num_agents = env.num_agents
 
+        self._param_values = self._check_params(params or {})
         self._layout = self._make_layout()
         check_fits(estimate(self._layout, env, self.num_worlds), self.device, self.num_worlds)
         self.graph = TaskGraph(env.systems, self._layout, device_is_cpu=self._is_cpu, env_name=env.name)
@@ -117,6 +122,16 @@ class BatchSim:
         self.reset()
 
     # -- construction ----------------------------------------------------------------------
+
+    def _check_params(self, overrides: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        declared = {p.name: p for p in self.env.params}
+        unknown = sorted(set(overrides) - set(declared))
+        if unknown:
+            raise EcsError(f"unknown parameter(s) {unknown} for env {self.env.name!r}; parameters: {sorted(declared)}")
+        values = {name: p.value for name, p in declared.items()}
+        for name, value in overrides.items():
+            values[name] = Param(name, declared[name].dtype, value).value
+        return values
 
     def _make_layout(self) -> Layout:
         env = self.env
@@ -159,7 +174,9 @@ class BatchSim:
             n: wp.zeros((W, *c.shape), dtype=c.dtype, device=dev) for n, c in self._layout.singletons.items()
         }
         self.singletons["episode"].fill_(-1)
-        self._params = {p.name: wp.array(p.value, dtype=p.dtype, device=dev) for p in self.env.params}
+        self._params = {
+            p.name: wp.array(self._param_values[p.name], dtype=p.dtype, device=dev) for p in self.env.params
+        }
         self._final_obs = {
             k: wp.zeros((W, *o.component.shape), dtype=o.component.dtype, device=dev)
             for k, o in self.env.observations.items()
