@@ -106,3 +106,24 @@ def begin_episode(
             world_reward_out[world, a] = 0.0
         world_terminated_out[world] = False
         world_truncated_out[world] = False
+
+
+@wp.kernel
+def start_loop(
+    steps_in: wp.array(dtype=wp.int32),
+    cond_out: wp.array(dtype=wp.int32),
+    index_out: wp.array(dtype=wp.int32),
+):
+    index_out[0] = 0
+    cond_out[0] = wp.where(steps_in[0] > 0, 1, 0)
+
+
+@wp.kernel
+def next_iteration(
+    steps_in: wp.array(dtype=wp.int32),
+    cond_out: wp.array(dtype=wp.int32),
+    index_out: wp.array(dtype=wp.int32),
+):
+    index = index_out[0] + 1
+    index_out[0] = index
+    cond_out[0] = wp.where(index < steps_in[0], 1, 0)

@@ -289,28 +289,32 @@ class TaskGraph:
         index = "[world, row]" if entity else "[world]"
         lhs = ", ".join(f"r{i}" for i in range(len(outs)))
         body = [f"{lhs} = F({', '.join(call)})"] + [f"{o}{index} = r{i}" for i, o in enumerate(outs)]
-        kname = f"sys_{system.name}" + ("_cpu" if device_is_cpu and entity else "")
+        kname = f"sys_{system.name}" + ("_cpu" if device_is_cpu else "")
         lines = [f"def {kname}(", *(f"    {p}," for p in params), "):"]
-        if entity and device_is_cpu:
-            lines.append("    world = wp.tid()")
+        # Nested guards, innermost last: (condition or None, loop header or None).
+        guards: list[str] = []
+        if device_is_cpu:
+            # One thread loops over all worlds: a CPU launch is serial anyway, and each thread
+            # pays for copying the argument struct.
+            worlds = "alive_in" if entity else next(o for o in outs if o.startswith("world_"))
+            guards.append(f"for world in range({worlds}.shape[0]):")
         elif entity:
             lines.append("    world, row = wp.tid()")
         else:
             lines.append("    world = wp.tid()")
         if reset:
-            lines += ["    if world_reset_in[world] == 0:", "        return"]
+            guards.append("if world_reset_in[world] != 0:")
         if entity and device_is_cpu:
-            lines += ["    for row in range(alive_in.shape[1]):", "        if alive_in[world, row] != 0:"]
-            lines += [f"            {b}" for b in body]
-        elif entity:
-            lines += ["    if alive_in[world, row] == 0:", "        return"]
-            lines += [f"    {b}" for b in body]
-        else:
-            lines += [f"    {b}" for b in body]
+            guards.append("for row in range(alive_in.shape[1]):")
+        if entity:
+            guards.append("if alive_in[world, row] != 0:")
+        for depth, guard in enumerate(guards):
+            lines.append("    " * (depth + 1) + guard)
+        lines += ["    " * (len(guards) + 1) + b for b in body]
         source = "\n".join(lines) + "\n"
         module = f"ecs_gen_{self.env_name or 'env'}"
         kernel = build_kernel(kname, source, ns, module)
-        dim = ("world" if device_is_cpu else "entity") if entity else "world"
+        dim = "serial" if device_is_cpu else ("entity" if entity else "world")
         return kernel, dim
 
     # -- ordering --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import warp as wp
 from . import engine_kernels as ek
 from .codegen import build_kernel, type_expr
 from .errors import ActionError, CapacityError, EcsError, SchemaError, StateDictError
+from .fusion import FusedKernel, build_fused, why_not_fusable
 from .graph import Layout, Task, TaskGraph
 from .memory import check_fits, estimate
 from .schema import ENGINE_COLUMNS, Component, EnvSpec, Param, Phase, dtype_shape, scalar_type
@@ -64,6 +65,9 @@ class BatchSim:
         params: values for per-world parameters, replacing the env's: one value (shared by all
             worlds) or a sequence (world ``w`` reads entry ``w % len``), e.g. one per world for
             domain randomisation.
+        fuse: run each step as one generated kernel (``ecs.fusion``). None fuses when every
+            system is a ``@wp.func`` (world-local); True requires it; False never fuses. Fused
+            and unfused steps give the same results.
 
     Raises:
         EcsError: bad arguments, an invalid env spec or task graph, or a simulation that would not
@@ -81,6 +85,7 @@ class BatchSim:
         capture: bool = True,
         schedule_seed: int | None = None,
         params: Mapping[str, Any] | None = None,
+        fuse: bool | None = None,
     ) -> None:
         if not isinstance(env, EnvSpec):
             raise EcsError(f"env must be an ecs.EnvSpec (from envs.make(name)), got {type(env).__name__}")
@@ -108,6 +113,21 @@ class BatchSim:
         self._allocate()
         self._make_engine_kernels()
         self._launches = {id(t): self._make_launch(t) for t in self.graph.tasks}
+        self._fused = self._fused_per_step = None
+        reason = why_not_fusable(self.graph, env)
+        if fuse and reason is not None:
+            raise EcsError(f"env {env.name!r} cannot be fused: {reason}. Pass fuse=None or fuse=False")
+        if fuse is not False and reason is None:
+            self._fused = build_fused(
+                self.graph,
+                self._layout,
+                env,
+                per_step_actions=False,
+                schedule_seed=schedule_seed,
+                device_is_cpu=self._is_cpu,
+            )
+        self._capture_enabled = capture
+        self._run_graphs: dict[bool, Any] = {}
         self._views = TorchViews(self)
         self.obs = self._views.obs
         self.final_obs = self._views.final_obs
@@ -187,6 +207,13 @@ class BatchSim:
         self._ok = wp.zeros(1, dtype=wp.int32, device=dev)
         self._any_done = wp.zeros(1, dtype=wp.int32, device=dev)
         self._reset_request = wp.zeros(W, dtype=wp.int32, device=dev)
+        self._one = wp.array([1], dtype=wp.int32, device=dev)
+        self._run_k = wp.array([1], dtype=wp.int32, device=dev)
+        self._loop_cond = wp.zeros(1, dtype=wp.int32, device=dev)
+        self._loop_index = wp.zeros(1, dtype=wp.int32, device=dev)
+        self._staging: dict[str, wp.array] = {}
+        self._staging_steps = 0
+        self._last_k = 1
         # Error flags reach the host without a sync: on CPU they are host memory already; on CUDA
         # the captured step copies them into pinned memory that the next step() reads.
         flags = [self._errors, *self.overflow.values()]
@@ -196,37 +223,55 @@ class BatchSim:
             self._flag_mirrors = [wp.zeros_like(f, device="cpu", pinned=True) for f in flags]
         self._flag_np = [m.numpy() for m in self._flag_mirrors]
 
-    def _flat(self, arr: wp.array) -> wp.array:
-        """A ``(num_worlds, n)`` scalar view of a per-world array (no copy)."""
-        n = int(np.prod(arr.shape[1:], dtype=np.int64)) * int(np.prod(dtype_shape(arr.dtype), dtype=np.int64))
-        return wp.array(ptr=arr.ptr, dtype=scalar_type(arr.dtype), shape=(self.num_worlds, n), device=arr.device)
+    def _flat(self, arr: wp.array, steps: int | None = None) -> wp.array:
+        """A ``(num_worlds, n)`` scalar view of a per-world array, or ``(steps, num_worlds, n)`` (no copy)."""
+        lead = 1 if steps is None else 2
+        n = int(np.prod(arr.shape[lead:], dtype=np.int64)) * int(np.prod(dtype_shape(arr.dtype), dtype=np.int64))
+        shape = (self.num_worlds, n) if steps is None else (steps, self.num_worlds, n)
+        return wp.array(ptr=arr.ptr, dtype=scalar_type(arr.dtype), shape=shape, device=arr.device)
 
     def _make_engine_kernels(self) -> None:
         env, module = self.env, f"ecs_gen_{self.env.name}"
         self._action_keys = sorted(env.actions)
+        # Validation reads actions as (steps, num_worlds, n): one step for step(), k for run(k, actions).
         ns: dict[str, Any] = {}
-        params, body = ["errors: wp.array(dtype=wp.int32)"], []
-        self._action_flat = []
+        params, body = ["errors: wp.array(dtype=wp.int32)", "steps: wp.array(dtype=wp.int32)"], []
+        load_params, load_body = ["index: wp.array(dtype=wp.int32)"], []
+        self._action_flat, self._action_flat2d = [], []
         for k_index, key in enumerate(self._action_keys):
             action = env.actions[key]
-            flat = self._flat(self.singletons[action.component.name])
-            self._action_flat.append(flat)
-            params.append(f"a{k_index}: wp.array(dtype={type_expr(flat.dtype, ns)}, ndim=2)")
+            arr = self.singletons[action.component.name]
+            flat = self._flat(arr)
+            self._action_flat2d.append(flat)
+            self._action_flat.append(
+                wp.array(ptr=flat.ptr, dtype=flat.dtype, shape=(1, *flat.shape), device=flat.device)
+            )
+            t = type_expr(flat.dtype, ns)
+            params.append(f"a{k_index}: wp.array(dtype={t}, ndim=3)")
+            load_params += [f"src{k_index}: wp.array(dtype={t}, ndim=3)", f"dst{k_index}: wp.array(dtype={t}, ndim=2)"]
+            load_body += [
+                f"    for i in range(dst{k_index}.shape[1]):",
+                f"        dst{k_index}[world, i] = src{k_index}[index[0], world, i]",
+            ]
             if action.discrete:
                 bad = f"v{k_index} < {int(action.low)} or v{k_index} > {int(action.high)}"
             else:
                 bad = f"not wp.isfinite(float(v{k_index}))"
             body += [
-                f"    for i in range(a{k_index}.shape[1]):",
+                "    for it in range(steps[0]):",
+                f"        for i in range(a{k_index}.shape[2]):",
                 # One local per action: Warp refuses to rebind a name to a value of another dtype.
-                f"        v{k_index} = a{k_index}[world, i]",
-                f"        if {bad}:",
-                "            wp.atomic_add(errors, 0, 1)",
-                f"            wp.atomic_min(errors, 1, world * {max(1, len(self._action_keys))} + {k_index})",
+                f"            v{k_index} = a{k_index}[it, world, i]",
+                f"            if {bad}:",
+                "                wp.atomic_add(errors, 0, 1)",
+                f"                wp.atomic_min(errors, 1, world * {max(1, len(self._action_keys))} + {k_index})",
             ]
         src = "def validate_actions(\n" + "".join(f"    {p},\n" for p in params) + "):\n    world = wp.tid()\n"
         src += "\n".join(body) + "\n" if body else "    pass\n"
         self._validate_kernel = build_kernel("validate_actions", src, ns, module)
+        src = "def load_actions(\n" + "".join(f"    {p},\n" for p in load_params) + "):\n    world = wp.tid()\n"
+        src += "\n".join(load_body) + "\n" if load_body else "    pass\n"
+        self._load_actions_kernel = build_kernel("load_actions", src, ns, module)
 
         ns = {}
         params, body = ["world_reset_in: wp.array(dtype=wp.int32)"], []
@@ -263,6 +308,8 @@ class BatchSim:
                 inputs.append(source[1])
         if task.dim == "world":
             dim: Any = W
+        elif task.dim == "serial":
+            dim = 1
         elif task.dim == "entity":
             dim = (W, self.env_archetype(task.archetype).capacity)
         else:
@@ -274,7 +321,8 @@ class BatchSim:
 
     def _load_modules(self) -> None:
         kernels = [t.kernel for t in self.graph.tasks]
-        kernels += [self._validate_kernel, self._final_obs_kernel, ek.gate_step]
+        kernels += [self._validate_kernel, self._final_obs_kernel, self._load_actions_kernel, ek.gate_step]
+        kernels += [f.kernel for f in (self._fused, self._fused_per_step) if f is not None]
         for module in {id(k.module): k.module for k in kernels}.values():
             wp.load_module(module, device=self.device)
 
@@ -326,12 +374,66 @@ class BatchSim:
 
     def _record_step(self) -> None:
         W = self.num_worlds
-        self._engine("validate_actions", self._validate_kernel, W, [self._errors, *self._action_flat])
+        self._engine("validate_actions", self._validate_kernel, W, [self._errors, self._one, *self._action_flat])
         self._engine("gate_step", ek.gate_step, 1, [self._errors, self._ok, self._any_done])
-        wp.capture_if(condition=self._ok, on_true=self._record_step_body)
+        if self._fused is not None:
+            wp.capture_if(condition=self._ok, on_true=lambda: self._launch_fused(self._fused, self._one))
+        else:
+            wp.capture_if(condition=self._ok, on_true=self._record_step_body)
+        self._record_flag_copies()
+
+    def _record_flag_copies(self) -> None:
         if not self._is_cpu:
             for src, dst in zip([self._errors, *self.overflow.values()], self._flag_mirrors, strict=True):
                 wp.copy(dst, src)
+
+    def _launch_fused(self, fused: FusedKernel, steps: wp.array) -> None:
+        inputs = []
+        for _name, source in fused.sources:
+            kind = source[0]
+            if kind == "singleton":
+                inputs.append(self.singletons[source[1]])
+            elif kind == "column":
+                inputs.append(self.tables[source[1]][source[2]])
+            elif kind == "param":
+                inputs.append(self._params[source[1]])
+            elif kind == "value":
+                inputs.append(source[2])
+            elif kind == "final_obs":
+                inputs.append(self._final_obs[source[1]])
+            elif kind == "staging":
+                inputs.append(self._staging[source[1]])
+            else:
+                inputs.append({"seed": self._seed, "world_offset": self._world_offset, "steps": steps}[source[1]])
+        dim = self.num_worlds if fused.dim is None else fused.dim
+        self._launch(_Launch("fused_step", Phase.NONE, fused.kernel, dim, inputs))
+
+    def _record_run(self, per_step: bool) -> None:
+        W = self.num_worlds
+        actions = [self._flat(self._staging[k], self._staging_steps) for k in self._action_keys] if per_step else None
+        steps = self._run_k if per_step else self._one
+        self._engine(
+            "validate_actions", self._validate_kernel, W, [self._errors, steps, *(actions or self._action_flat)]
+        )
+        self._engine("gate_step", ek.gate_step, 1, [self._errors, self._ok, self._any_done])
+        if self._fused is not None:
+            fused = self._fused_per_step if per_step else self._fused
+            wp.capture_if(condition=self._ok, on_true=lambda: self._launch_fused(fused, self._run_k))
+        else:
+            wp.capture_if(condition=self._ok, on_true=lambda: self._record_loop(actions))
+        self._record_flag_copies()
+
+    def _record_loop(self, actions: list[wp.array] | None) -> None:
+        self._engine("start_loop", ek.start_loop, 1, [self._run_k, self._loop_cond, self._loop_index])
+
+        def body() -> None:
+            if actions is not None:
+                pairs = [x for a, d in zip(actions, self._action_flat2d, strict=True) for x in (a, d)]
+                self._engine("load_actions", self._load_actions_kernel, self.num_worlds, [self._loop_index, *pairs])
+            self._record_step_body()
+            self._engine("next_iteration", ek.next_iteration, 1, [self._run_k, self._loop_cond, self._loop_index])
+
+        wp.capture_while(condition=self._loop_cond, while_body=body)
 
     def _record_step_body(self) -> None:
         W, s = self.num_worlds, self.singletons
@@ -388,6 +490,83 @@ class BatchSim:
         if self._is_cpu:
             self._raise_pending()
 
+    @property
+    def fused(self) -> bool:
+        """Whether each step runs as one generated kernel (see ``fuse=``)."""
+        return self._fused is not None
+
+    def run(self, k: int, actions: Mapping[str, Any] | None = None) -> None:
+        """Advances every world by ``k`` steps in one graph replay (one kernel launch when fused).
+
+        Args:
+            k: number of steps, >= 1.
+            actions: None holds ``sim.actions`` constant for all k steps; or ``{key: tensor}`` with
+                a leading axis of k (``[k, num_worlds, ...]``), step i using entry i. Staging
+                buffers grow (and the run graph is captured again) only when k exceeds every
+                earlier k.
+
+        Afterwards ``obs``, ``rewards``, ``terminated`` and ``truncated`` describe the last step;
+        episodes that end inside the run are reset in place, as with ``step()``. Every action
+        of every step is validated before the first step; one invalid value skips the whole run.
+        """
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise EcsError(f"run(k): k must be an int >= 1, got {k!r}")
+        k = int(k)
+        per_step = actions is not None
+        if per_step:
+            self._stage_actions(k, actions)
+        if not self._is_cpu:
+            self._raise_pending()
+        if k != self._last_k:
+            self._run_k.fill_(k)
+            self._last_k = k
+        if not self._capture_enabled:
+            self._record_run(per_step)
+        else:
+            graph = self._run_graphs.get(per_step)
+            if graph is None:
+                graph = self._run_graphs[per_step] = self._capture(lambda: self._record_run(per_step))
+            wp.capture_launch(graph)
+        if self._is_cpu:
+            self._raise_pending()
+
+    def _stage_actions(self, k: int, actions: Mapping[str, Any]) -> None:
+        keys = set(self._action_keys)
+        if set(actions) != keys:
+            raise ActionError(f"run(k, actions) needs exactly the keys {sorted(keys)}, got {sorted(actions)}")
+        checked = {}
+        for key, value in actions.items():
+            buf = self.actions[key]
+            want = (k, *buf.shape)
+            if not hasattr(value, "shape") or tuple(value.shape) != want:
+                raise ActionError(
+                    f"run(k={k}) action {key!r} must have shape {want}, got {tuple(getattr(value, 'shape', ()))}"
+                )
+            if getattr(value, "dtype", None) != buf.dtype:
+                raise ActionError(
+                    f"run(k) action {key!r} must have dtype {buf.dtype}, got {getattr(value, 'dtype', None)}"
+                )
+            checked[key] = value
+        if k > self._staging_steps:
+            for key in self._action_keys:
+                comp = self.env.actions[key].component
+                self._staging[key] = wp.zeros((k, self.num_worlds, *comp.shape), dtype=comp.dtype, device=self.device)
+            self._staging_steps = k
+            self._staging_t = {key: wp.to_torch(a) for key, a in self._staging.items()}
+            if self._fused is not None:
+                self._fused_per_step = build_fused(
+                    self.graph,
+                    self._layout,
+                    self.env,
+                    per_step_actions=True,
+                    schedule_seed=self._schedule_seed,
+                    device_is_cpu=self._is_cpu,
+                )
+                wp.load_module(self._fused_per_step.kernel.module, device=self.device)
+            self._run_graphs.pop(True, None)
+        for key, value in checked.items():
+            self._staging_t[key][:k].copy_(value)
+
     def reset(self, mask: Any = None) -> None:
         """Resets every world, or the worlds where ``mask`` (bool, ``[num_worlds]``) is true."""
         self._views.request_reset(mask)
@@ -397,6 +576,19 @@ class BatchSim:
             self._record_reset()
         if self._is_cpu:
             self._raise_pending()
+
+    def reseed(self, seed: int) -> None:
+        """Draws every later episode from ``seed``, restarts the episode counters and resets every world.
+
+        Afterwards world ``w`` draws the random numbers of a freshly built ``BatchSim`` with this seed
+        and world offset (episode 0 first), so its trajectory under the same actions is the same.
+        """
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31:
+            raise EcsError(f"seed must be an int in [0, 2**31), got {seed!r}")
+        self.seed = int(seed)
+        self._seed.assign(np.array([self.seed], dtype=np.int32))
+        self.singletons["episode"].fill_(-1)
+        self.reset()
 
     def check(self) -> None:
         """Synchronises with the device and raises any pending ActionError or CapacityError."""
