@@ -37,6 +37,7 @@ class Profile:
     steps: int
     num_worlds: int
     device: str
+    fused: bool = False
 
     @classmethod
     def from_timer(cls, timer: dict[tuple[Phase, str], float], steps: int, captured: float, sim: BatchSim) -> Profile:
@@ -49,7 +50,7 @@ class Profile:
         order = ["ENGINE"] + [p.name for p in Phase if p != Phase.NONE]
         children = [phases[k] for k in order if k in phases]
         root = Node("step (eager, synchronised)", sum(n.seconds for n in children), children)
-        return cls(root, captured, steps, sim.num_worlds, sim.device)
+        return cls(root, captured, steps, sim.num_worlds, sim.device, sim.fused)
 
     def as_dict(self) -> dict[str, Any]:
         def walk(n: Node) -> dict[str, Any]:
@@ -67,7 +68,7 @@ class Profile:
         total = self.root.seconds or 1e-30
         lines = [
             f"profile: {self.num_worlds} worlds on {self.device}, {self.steps} steps; "
-            f"captured step {self.captured_step * 1e6:.1f} us "
+            f"captured step{' (fused)' if self.fused else ''} {self.captured_step * 1e6:.1f} us "
             f"({self.num_worlds / max(self.captured_step, 1e-30):,.0f} world-steps/s)"
         ]
 

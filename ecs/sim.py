@@ -742,11 +742,13 @@ class BatchSim:
         if not isinstance(steps, int) or steps < 1:
             raise EcsError(f"profile steps must be an int >= 1, got {steps!r}")
         saved = self.state_dict()
+        fused = self._fused
         try:
-            self._timer = {}
+            # Per-system times come from the unfused step, launched eagerly.
+            self._timer, self._fused = {}, None
             for _ in range(steps):
                 self._record_step()
-            timer, self._timer = self._timer, None
+            timer, self._timer, self._fused = self._timer, None, fused
             self.load_state_dict(saved)
             wp.synchronize_device(self.device)
             t0 = time.perf_counter()
@@ -755,7 +757,7 @@ class BatchSim:
             wp.synchronize_device(self.device)
             captured = (time.perf_counter() - t0) / steps
         finally:
-            self._timer = None
+            self._timer, self._fused = None, fused
             self.load_state_dict(saved)
         return Profile.from_timer(timer, steps, captured, self)
 

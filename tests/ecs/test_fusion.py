@@ -76,7 +76,7 @@ def test_run_k_equals_k_steps(device, fuse):
 def test_run_k_on_an_env_with_raw_kernels(device):
     """Foraging has raw kernels, so it cannot be fused; run(k) loops over the captured step."""
     env = envs.make("foraging")
-    with pytest.raises(ecs.EcsError, match="cannot be fused.*raw kernel"):
+    with pytest.raises(ecs.EcsError, match=r"cannot be fused.*raw kernel"):
         ecs.BatchSim(env, 4, device=device, fuse=True)
     runner = ecs.BatchSim(env, 6, device=device)
     stepper = ecs.BatchSim(env, 6, device=device)
@@ -102,7 +102,7 @@ def test_run_validates_every_step_first(device):
         sim.run(0)
     with pytest.raises(ecs.ActionError, match=r"shape \(4, 8\)"):
         sim.run(4, {"push": torch.zeros(3, 8, dtype=torch.int32)})
-    with pytest.raises(ecs.ActionError, match="dtype torch.int32"):
+    with pytest.raises(ecs.ActionError, match=r"dtype torch\.int32"):
         sim.run(4, {"push": torch.zeros(4, 8, dtype=torch.int64)})
     with pytest.raises(ecs.ActionError, match="exactly the keys"):
         sim.run(4, {})
