@@ -111,7 +111,7 @@ def build_fused(
     ended += [
         "s_episode = s_episode + 1",
         "s_episode_step = 0",
-        f"s_rng = episode_rng({seed}[0], {offset}[0] + world, s_episode)",
+        f"s_rng = episode_rng({seed}[0], {offset}[0] + gw, s_episode)",
     ]
     for task in tasks[Phase.RESET]:
         ended += gen.call(task)
@@ -121,7 +121,11 @@ def build_fused(
             body += gen.call(task)
 
     steps = gen.param("e_steps", ("engine", "steps"), "wp.array(dtype=wp.int32, ndim=1)")
-    inner = [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched)]
+    # Worlds may be launched in chunks (one CPU thread each): `world` indexes the chunk's array
+    # views, `gw` is the simulation's world index (for parameters, the RNG and `world` arguments).
+    base = gen.param("e_world_base", ("engine", "world_base"), "int")
+    inner = [f"gw = world + {base}"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
+    inner += [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched)]
     inner += [f"for it in range({steps}[0]):"] + [f"    {b}" for b in body]
     inner += [f"{gen.singleton(n)}[world] = s_{n}" for n in sorted(touched)]
     lines = [f"def fused_step{'_cpu' if device_is_cpu else ''}(", *(f"    {p}," for p in gen.params), "):"]
@@ -146,6 +150,7 @@ class _Generator:
         self._names: dict[tuple, str] = {}
         self._funcs: dict[int, str] = {}
         self._temps = 0
+        self.hoisted: dict[str, str] = {}
 
     def param(self, name: str, source: tuple, annotation: str) -> str:
         if source not in self._names:
@@ -186,15 +191,19 @@ class _Generator:
                 args.append(f"s_{a.name}")
                 if a.write:
                     outs.append(f"s_{a.name}")
-            elif pname == "world" or (pname == "row" and entity):
-                args.append(pname)
+            elif pname == "world":
+                args.append("gw")
+            elif pname == "row" and entity:
+                args.append("row")
             elif pname in layout.params:
                 p = self.param(
                     f"p_{pname}",
                     ("param", pname),
                     f"wp.array(dtype={type_expr(layout.params[pname].dtype, self.ns)}, ndim=1)",
                 )
-                args.append(f"{p}[world % {p}.shape[0]]")
+                # Parameters are read-only: load once per world, outside the K-step loop.
+                self.hoisted.setdefault(f"pv_{pname}", f"{p}[gw % {p}.shape[0]]")
+                args.append(f"pv_{pname}")
             else:
                 source = next(s for n, s in task.sources if n == pname)
                 r = self.param(f"r_{pname}", ("value", pname, source[1]), type_expr(ptype, self.ns))

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +71,9 @@ class BatchSim:
         fuse: run each step as one generated kernel (``ecs.fusion``). None fuses when every
             system is a ``@wp.func`` (world-local); True requires it; False never fuses. Fused
             and unfused steps give the same results.
+        cpu_threads: on CPU, a fused step runs on this many threads, each over its own chunk of
+            worlds (Warp's CPU backend runs one launch on one core). None uses every core the
+            process may run on when there are at least 4096 worlds per thread, else 1.
 
     Raises:
         EcsError: bad arguments, an invalid env spec or task graph, or a simulation that would not
@@ -86,6 +92,7 @@ class BatchSim:
         schedule_seed: int | None = None,
         params: Mapping[str, Any] | None = None,
         fuse: bool | None = None,
+        cpu_threads: int | None = None,
     ) -> None:
         if not isinstance(env, EnvSpec):
             raise EcsError(f"env must be an ecs.EnvSpec (from envs.make(name)), got {type(env).__name__}")
@@ -127,6 +134,7 @@ class BatchSim:
                 device_is_cpu=self._is_cpu,
             )
         self._capture_enabled = capture
+        self._setup_threads(cpu_threads)
         self._run_graphs: dict[bool, Any] = {}
         self._views = TorchViews(self)
         self.obs = self._views.obs
@@ -142,6 +150,21 @@ class BatchSim:
         self.reset()
 
     # -- construction ----------------------------------------------------------------------
+
+    def _setup_threads(self, cpu_threads: int | None) -> None:
+        if cpu_threads is not None and (
+            isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 1
+        ):
+            raise EcsError(f"cpu_threads must be None or an int >= 1, got {cpu_threads!r}")
+        threads = 1
+        if self._is_cpu and self._fused is not None:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            threads = cpu_threads if cpu_threads is not None else max(1, min(cores, self.num_worlds // 4096))
+            threads = min(threads, self.num_worlds)
+        bounds = np.linspace(0, self.num_worlds, threads + 1).astype(int)
+        self._chunks = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
+        self._chunk_launches: dict[tuple[int, int], list] = {}
+        self._pool = ThreadPoolExecutor(max_workers=threads - 1) if threads > 1 else None
 
     def _check_params(self, overrides: Mapping[str, Any]) -> dict[str, np.ndarray]:
         declared = {p.name: p for p in self.env.params}
@@ -387,30 +410,61 @@ class BatchSim:
             for src, dst in zip([self._errors, *self.overflow.values()], self._flag_mirrors, strict=True):
                 wp.copy(dst, src)
 
-    def _launch_fused(self, fused: FusedKernel, steps: wp.array) -> None:
+    def _fused_inputs(self, fused: FusedKernel, steps: wp.array, start: int = 0, stop: int | None = None) -> list:
+        """Arguments of a fused kernel for worlds ``[start, stop)`` (views, no copies)."""
+        part = slice(start, self.num_worlds if stop is None else stop)
         inputs = []
         for _name, source in fused.sources:
             kind = source[0]
             if kind == "singleton":
-                inputs.append(self.singletons[source[1]])
+                inputs.append(self.singletons[source[1]][part])
             elif kind == "column":
-                inputs.append(self.tables[source[1]][source[2]])
+                inputs.append(self.tables[source[1]][source[2]][part])
             elif kind == "param":
                 inputs.append(self._params[source[1]])
             elif kind == "value":
                 inputs.append(source[2])
             elif kind == "final_obs":
-                inputs.append(self._final_obs[source[1]])
+                inputs.append(self._final_obs[source[1]][part])
             elif kind == "staging":
-                inputs.append(self._staging[source[1]])
+                inputs.append(self._staging[source[1]][:, part])
             else:
-                inputs.append({"seed": self._seed, "world_offset": self._world_offset, "steps": steps}[source[1]])
+                engine = {"seed": self._seed, "world_offset": self._world_offset, "steps": steps, "world_base": start}
+                inputs.append(engine[source[1]])
+        return inputs
+
+    def _launch_fused(self, fused: FusedKernel, steps: wp.array) -> None:
         dim = self.num_worlds if fused.dim is None else fused.dim
-        self._launch(_Launch("fused_step", Phase.NONE, fused.kernel, dim, inputs))
+        self._launch(_Launch("fused_step", Phase.NONE, fused.kernel, dim, self._fused_inputs(fused, steps)))
+
+    def _parallel_fused(self, fused: FusedKernel, steps: wp.array, actions: list[wp.array], checked: wp.array) -> None:
+        """CPU only: validates, then runs the fused kernel on world chunks, one thread each.
+
+        Same semantics as the captured graph: worlds are independent, so chunks may run
+        concurrently; any invalid action skips every world.
+        """
+        # `checked` steps of `actions` are validated: one when actions are held, k when staged.
+        wp.launch(self._validate_kernel, dim=self.num_worlds, inputs=[self._errors, checked, *actions], device="cpu")
+        if self._flag_np[0][0] != 0:
+            return
+        key = (id(fused), id(steps))
+        launches = self._chunk_launches.get(key)
+        if launches is None:
+            launches = [
+                wp.launch(
+                    fused.kernel, dim=1, inputs=self._fused_inputs(fused, steps, a, b), device="cpu", record_cmd=True
+                )
+                for a, b in self._chunks
+            ]
+            self._chunk_launches[key] = launches
+        futures = [self._pool.submit(launch.launch) for launch in launches[1:]]
+        launches[0].launch()
+        for f in futures:
+            f.result()
 
     def _record_run(self, per_step: bool) -> None:
         W = self.num_worlds
-        actions = [self._flat(self._staging[k], self._staging_steps) for k in self._action_keys] if per_step else None
+        actions = self._staging_flat if per_step else None
         steps = self._run_k if per_step else self._one
         self._engine(
             "validate_actions", self._validate_kernel, W, [self._errors, steps, *(actions or self._action_flat)]
@@ -483,7 +537,9 @@ class BatchSim:
             self.actions.update(actions)
         if not self._is_cpu:
             self._raise_pending()
-        if self._step_graph is not None:
+        if self._pool is not None:
+            self._parallel_fused(self._fused, self._one, self._action_flat, self._one)
+        elif self._step_graph is not None:
             wp.capture_launch(self._step_graph)
         else:
             self._record_step()
@@ -520,7 +576,13 @@ class BatchSim:
         if k != self._last_k:
             self._run_k.fill_(k)
             self._last_k = k
-        if not self._capture_enabled:
+        if self._pool is not None:
+            fused = self._fused_per_step if per_step else self._fused
+            if per_step:
+                self._parallel_fused(fused, self._run_k, self._staging_flat, self._run_k)
+            else:
+                self._parallel_fused(fused, self._run_k, self._action_flat, self._one)
+        elif not self._capture_enabled:
             self._record_run(per_step)
         else:
             graph = self._run_graphs.get(per_step)
@@ -553,6 +615,7 @@ class BatchSim:
                 self._staging[key] = wp.zeros((k, self.num_worlds, *comp.shape), dtype=comp.dtype, device=self.device)
             self._staging_steps = k
             self._staging_t = {key: wp.to_torch(a) for key, a in self._staging.items()}
+            self._staging_flat = [self._flat(self._staging[key], k) for key in self._action_keys]
             if self._fused is not None:
                 self._fused_per_step = build_fused(
                     self.graph,
@@ -564,6 +627,7 @@ class BatchSim:
                 )
                 wp.load_module(self._fused_per_step.kernel.module, device=self.device)
             self._run_graphs.pop(True, None)
+            self._chunk_launches.clear()
         for key, value in checked.items():
             self._staging_t[key][:k].copy_(value)
 

@@ -107,3 +107,36 @@ def test_run_validates_every_step_first(device):
     with pytest.raises(ecs.ActionError, match="exactly the keys"):
         sim.run(4, {})
     _assert_same(_snapshot(sim), _snapshot(twin))
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threaded_cpu_chunks_match_plain_steps(threads):
+    """World chunks on several CPU threads give the same worlds as one serial step."""
+    env = envs.make("cartpole", max_episode_steps=20)
+    chunked = ecs.BatchSim(env, 37, device="cpu", cpu_threads=threads, params={"force_mag": [10.0, 12.0, 9.0]})
+    plain = ecs.BatchSim(env, 37, device="cpu", fuse=False, params={"force_mag": [10.0, 12.0, 9.0]})
+    actions = _random_actions(plain, 80, seed=5)
+    for i in range(40):
+        for sim in (chunked, plain):
+            sim.actions["push"].copy_(actions["push"][i])
+            sim.step()
+        _assert_same(_snapshot(chunked), _snapshot(plain))
+    chunked.run(30, {"push": actions["push"][40:70]})
+    for i in range(40, 70):
+        plain.actions["push"].copy_(actions["push"][i])
+        plain.step()
+    _assert_same(_snapshot(chunked), _snapshot(plain))
+    chunked.run(10)  # held actions, more steps than were staged
+    for _ in range(10):
+        plain.step()
+    _assert_same(_snapshot(chunked), _snapshot(plain))
+    chunked.actions["push"][30] = 9  # a bad action in the last chunk stops every chunk
+    with pytest.raises(ecs.ActionError, match="world 30"):
+        chunked.step()
+    chunked.actions["push"][30] = int(plain.actions["push"][30])
+    _assert_same(_snapshot(chunked), _snapshot(plain))
+
+
+def test_cpu_threads_is_checked():
+    with pytest.raises(ecs.EcsError, match="cpu_threads"):
+        ecs.BatchSim(envs.make("cartpole"), 4, device="cpu", cpu_threads=0)
