@@ -6,7 +6,7 @@ capacity) and systems (Warp kernels whose signatures declare what they read and 
 hands the trainer persistent zero-copy torch tensors.
 """
 
-from . import funcs
+from . import distributed, funcs
 from .config import load_config
 from .errors import (
     ActionError,
@@ -58,6 +58,7 @@ __all__ = [
     "TaskGraph",
     "component",
     "despawn",
+    "distributed",
     "funcs",
     "handle_archetype",
     "handle_generation",

@@ -4,6 +4,7 @@
     python -m ecs profile cartpole --num-worlds 4096 --steps 100
     python -m ecs bench cartpole --num-worlds 16384 --steps 1000
     python -m ecs graph cartpole
+    torchrun --standalone --nproc-per-node=gpu -m ecs dist-bench cartpole --num-worlds 65536 --steps 1000
 
 The engine never imports the environment registry (``ecs`` sits below ``envs`` in the layering,
 and a test enforces it). Finding environments by name is this command line's job, so it imports
@@ -101,6 +102,47 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     print(f"all windows [world-steps/s]: {spread}")
 
 
+def _cmd_dist_bench(args: argparse.Namespace) -> None:
+    """Each rank steps its share of the worlds; rank 0 prints per-rank and aggregate rates."""
+    from . import distributed
+
+    _quiet_warp()
+    env = _registry().make(args.env, config=args.config)
+    sim = distributed.make_sim(env, args.num_worlds, device=args.device, seed=args.seed, backend=args.backend)
+    ctx = distributed.context()
+    try:
+        _randomise_actions(sim, args.seed + ctx.rank)
+        for _ in range(max(10, args.steps // 10)):  # warm-up, not timed
+            sim.step()
+        windows = []
+        for _ in range(args.repeats):
+            with ctx.window() as w:
+                for _ in range(args.steps):
+                    sim.step()
+            windows.append(ctx.throughput(sim.num_worlds * args.steps, w.elapsed_s))
+        sim.check()
+        median = sorted(windows, key=lambda t: t.rate)[len(windows) // 2]  # upper median for even counts
+        ctx.log(
+            f"{args.env}: {ctx.global_num_worlds} worlds on {ctx.world_size} rank(s) ({ctx.backend or 'no process group'}),"
+            f" {ctx.num_worlds} per rank; median of {args.repeats} windows of {args.steps} steps"
+        )
+        ctx.log(f"{'rank':>6} {'device':>8} {'worlds':>8} {'offset':>8} {'world-steps/s':>15} {'seconds':>10}")
+        rank_rates = [statistics.median(t.rank_rates[r] for t in windows) for r in range(ctx.world_size)]
+        rank_times = [statistics.median(t.rank_elapsed_s[r] for t in windows) for r in range(ctx.world_size)]
+        devices = ctx.gather(ctx.device)
+        for r in range(ctx.world_size):
+            ctx.log(
+                f"{r:>6} {devices[r]:>8} {ctx.num_worlds:>8} {r * ctx.num_worlds:>8} {rank_rates[r]:>15,.0f} "
+                f"{rank_times[r]:>10.5f}"
+            )
+        ctx.log(
+            f"aggregate: {median.rate:,.0f} world-steps/s ({median.world_steps:,} world-steps / {median.elapsed_s:.5f} s of "
+            "the slowest rank)"
+        )
+    finally:
+        distributed.shutdown()
+
+
 def _cmd_graph(args: argparse.Namespace) -> None:
     sim = _build(args, 1, capture=False)
     print(sim.graph)
@@ -135,6 +177,12 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=_positive, default=5, help="timed windows; the median counts (default 5)")
     bench.set_defaults(fn=_cmd_bench)
     env_command("graph", "print the task graph", worlds=None, steps=None).set_defaults(fn=_cmd_graph)
+    dist = env_command(
+        "dist-bench", "world-steps per second on every rank of a torchrun launch", worlds=4096, steps=1000
+    )
+    dist.set_defaults(fn=_cmd_dist_bench)
+    dist.add_argument("--repeats", type=_positive, default=5, help="timed windows; the median counts (default 5)")
+    dist.add_argument("--backend", choices=("nccl", "gloo"), default=None, help="default: nccl on CUDA, gloo on cpu")
     return parser
 
 
