@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -792,6 +794,17 @@ class BatchSim:
         self._world_offset.assign(np.array([self.world_offset], dtype=np.int32))
         self._clear_flags()
 
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes ``state_dict()`` to ``path`` atomically (a temporary file beside it, then a rename).
+
+        A crash while saving leaves the previous file intact.
+        """
+        save_state(self.state_dict(), path)
+
+    def load(self, path: str | os.PathLike) -> None:
+        """Restores a file written by ``save``; checked like ``load_state_dict``, nothing changes on error."""
+        self.load_state_dict(load_state(path))
+
     # -- profiling ---------------------------------------------------------------------------
 
     def profile(self, steps: int = 100):
@@ -824,6 +837,42 @@ class BatchSim:
             self._timer, self._fused = None, fused
             self.load_state_dict(saved)
         return Profile.from_timer(timer, steps, captured, self)
+
+
+def save_state(state: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """Writes a state dict as one ``.npz`` file (arrays plus JSON metadata), atomically."""
+    path = os.fspath(path)
+    meta = {k: v for k, v in state.items() if k != "arrays"}
+    arrays = {f"a/{k}": v for k, v in state["arrays"].items()}
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".ecs-state-", suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_state(path: str | os.PathLike) -> dict[str, Any]:
+    """Reads a file written by ``save_state``.
+
+    Raises:
+        StateDictError: the file is missing or is not a saved simulation state.
+    """
+    try:
+        with np.load(os.fspath(path), allow_pickle=False) as data:
+            meta = json.loads(bytes(data["__meta__"]).decode())
+            arrays = {k[2:]: data[k] for k in data.files if k.startswith("a/")}
+    except FileNotFoundError:
+        raise StateDictError(f"no saved state at {os.fspath(path)!r}") from None
+    except (KeyError, ValueError, OSError) as e:
+        raise StateDictError(f"{os.fspath(path)!r} is not a saved BatchSim state ({e})") from None
+    return {**meta, "arrays": arrays}
 
 
 def _config_dict(cfg: Any) -> Any:
