@@ -7,6 +7,7 @@ hands the trainer persistent zero-copy torch tensors.
 """
 
 from . import distributed, funcs
+from .adapters.stats import EpisodeStats
 from .config import load_config
 from .errors import (
     ActionError,
@@ -47,6 +48,7 @@ __all__ = [
     "ConfigError",
     "EcsError",
     "EnvSpec",
+    "EpisodeStats",
     "GraphError",
     "Observation",
     "OutOfMemoryError",

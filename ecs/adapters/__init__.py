@@ -1,0 +1,12 @@
+"""Adapters from ``ecs.BatchSim`` to RL libraries, one module each, imported on demand.
+
+| module | gives |
+|---|---|
+| ``ecs.adapters.gymnasium`` | ``GymVectorEnv``: a ``gymnasium.vector.VectorEnv`` (same-step autoreset) over a single-agent sim |
+| ``ecs.adapters.torchrl`` | ``TorchRLEnv``: a TorchRL ``EnvBase``; multi-agent envs as a nested ``"agents"`` group |
+| ``ecs.adapters.pettingzoo`` | ``PettingZooWorld``: a PettingZoo ``ParallelEnv`` view of one world |
+| ``ecs.adapters.stats`` | ``EpisodeStats``: episode returns and lengths accumulated on the device (also ``ecs.EpisodeStats``) |
+
+This package imports nothing at module level, so ``import ecs`` needs none of those libraries;
+each adapter module imports its library (and torch, inside functions) when it is imported.
+"""
