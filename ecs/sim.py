@@ -656,19 +656,6 @@ class BatchSim:
         self.singletons["episode"].fill_(-1)
         self.reset()
 
-    def reseed(self, seed: int) -> None:
-        """Draws every later episode from ``seed``, restarts the episode counters and resets every world.
-
-        Afterwards world ``w`` draws the random numbers of a freshly built ``BatchSim`` with this seed
-        and world offset (episode 0 first), so its trajectory under the same actions is the same.
-        """
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31:
-            raise EcsError(f"seed must be an int in [0, 2**31), got {seed!r}")
-        self.seed = int(seed)
-        self._seed.assign(np.array([self.seed], dtype=np.int32))
-        self.singletons["episode"].fill_(-1)
-        self.reset()
-
     def check(self) -> None:
         """Synchronises with the device and raises any pending ActionError or CapacityError."""
         wp.synchronize_device(self.device)
