@@ -359,11 +359,57 @@ class BatchSim:
             wp.synchronize_device(self.device)
             t0 = time.perf_counter()
         wp.launch(launch.kernel, dim=launch.dim, inputs=launch.inputs, device=self.device)
+        if self._nan_labels is not None:
+            self._check_finite(launch)
         if timer is not None:
             wp.synchronize_device(self.device)
             timer[(launch.phase, launch.name)] = timer.get((launch.phase, launch.name), 0.0) + time.perf_counter() - t0
 
     _timer: dict | None = None
+    _nan_labels: dict[int, str] | None = None
+
+    def _check_finite(self, launch: _Launch) -> None:
+        wp.synchronize_device(self.device)
+        for arr in launch.inputs:
+            label = self._nan_labels.get(id(arr)) if isinstance(arr, wp.array) else None
+            if label is None or scalar_type(arr.dtype) not in (wp.float16, wp.float32, wp.float64):
+                continue
+            values = arr.numpy()
+            bad = ~np.isfinite(values)
+            if bad.any():
+                index = tuple(int(i) for i in np.argwhere(bad)[0])
+                worlds = int(bad.reshape(self.num_worlds, -1).any(axis=1).sum())
+                if launch.kernel is None:
+                    where, why = "before the step", "it was set by the caller or by an earlier step()"
+                else:
+                    where, why = (
+                        f"after system {launch.name!r} ({launch.phase.name})",
+                        "every value was finite before it ran",
+                    )
+                raise EcsError(
+                    f"non-finite value {where}: {label}{list(index)} is {values[index]} in world {index[0]} "
+                    f"({worlds} world(s) affected); {why}."
+                )
+
+    def find_nan(self, steps: int = 1) -> None:
+        """Runs ``steps`` eager steps, checking after every system that each float column it touches is finite.
+
+        A debugging mode: much slower than ``step()``. The first non-finite value raises
+        ``EcsError`` naming the system, the column and the world; the simulation is left as it was
+        at that point (mid-step). Returns quietly when every value stays finite.
+        """
+        if not isinstance(steps, int) or steps < 1:
+            raise EcsError(f"find_nan steps must be an int >= 1, got {steps!r}")
+        arrays = {k: v for k, v in self._state_arrays().items() if not k.startswith("param/")}
+        self._nan_labels = {id(v): k for k, v in arrays.items()}
+        self._check_finite(_Launch("(state before the step)", Phase.NONE, None, 0, list(arrays.values())))
+        fused, self._fused = self._fused, None  # system by system, so run the unfused step
+        try:
+            for _ in range(steps):
+                self._record_step()
+                self._raise_pending()
+        finally:
+            self._nan_labels, self._fused = None, fused
 
     def _engine(self, name: str, kernel: wp.Kernel, dim: Any, inputs: list[Any]) -> None:
         self._launch(_Launch(name, Phase.NONE, kernel, dim, inputs))

@@ -140,3 +140,13 @@ def test_threaded_cpu_chunks_match_plain_steps(threads):
 def test_cpu_threads_is_checked():
     with pytest.raises(ecs.EcsError, match="cpu_threads"):
         ecs.BatchSim(envs.make("cartpole"), 4, device="cpu", cpu_threads=0)
+
+
+def test_find_nan_names_the_system_even_when_fused():
+    sim = ecs.BatchSim(envs.make("cartpole"), 8, device="cpu")
+    assert sim.fused
+    sim.find_nan(3)  # all finite: returns quietly
+    sim.params["force_mag"][0] = float("nan")
+    with pytest.raises(ecs.EcsError, match=r"after system 'step_cartpole' \(PHYSICS\).*world 0"):
+        sim.find_nan(1)
+    assert sim.fused

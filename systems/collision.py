@@ -1,0 +1,771 @@
+"""Collision: shape components, the per-world broadphase, narrowphase for every shape pair, the contact table.
+
+Broadphase (``find_pairs``, once per step, one thread per world): every body's axis-aligned
+box, grown by how far the body can move in the step, is tested against the others; pairs that
+may touch in this step go to the ``pair`` table. Two methods, picked by ``broadphase``:
+``Broadphase.SORT_SWEEP`` (default: sort the boxes along x with an insertion sort that starts
+from last step's order, then sweep) and ``Broadphase.ALL_PAIRS`` (test every pair). Planes are
+infinite and are paired with every movable body whose box reaches them.
+
+Measured (``examples/benchmarks/bench_physics.py --broadphase``, 4096 worlds of the 30-body room,
+2-core CPU, one core per launch, 10 steps x 3): sort-and-sweep 8.0 ms per step (2.0 us per
+world), all pairs 9.9 ms (2.4 us per world); either is under 3 % of the step, which the solver
+dominates (97 %). A per-world BVH would only pay off at hundreds of bodies per world.
+
+Narrowphase (``collide``, run by the solver at every substep on the candidate pairs, so contacts
+always describe the current poses): closest points of segments for sphere and capsule pairs,
+sphere / capsule against a polyhedron through the polyhedron's closest point (a capsule also
+gets the point its segment is nearest to, found by alternating projections), polyhedron
+against polyhedron by the separating-axis test over face normals and edge cross products
+(contacts: each vertex of one solid inside the other, or the closest points of the two
+supporting edges when an edge-edge axis separates least), and any shape against a plane.
+
+A contact stores both bodies, the unit normal ``n`` from body A into body B, the contact points
+in each body's frame and the depth ``(p_a - p_b) . n`` (positive: overlapping). Contacts live in
+the ``contact`` archetype (rows ``[0, contact_count)`` alive), one table per world with a fixed
+capacity; a contact that finds the table full is counted in the archetype's overflow counter,
+which the engine reports as ``ecs.CapacityError`` naming the world and the capacity.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import warp as wp
+
+import ecs
+
+from .geometry import (
+    BIG,
+    CAPSULE,
+    PLANE,
+    SPHERE,
+    WEDGE,
+    axis_direction,
+    closest_on_polyhedron,
+    closest_on_segment,
+    core_half_length,
+    edge_direction,
+    edge_vertex,
+    face_normal,
+    is_polyhedron,
+    is_round,
+    max_face_distance,
+    num_axes,
+    num_edges,
+    num_vertices,
+    segment_segment,
+    vertex,
+)
+from .rigid_body import movable
+
+wp.set_module_options({"enable_backward": False})
+
+
+class Broadphase(enum.IntEnum):
+    """Broadphase method (the ``broadphase`` resource)."""
+
+    NONE = 0
+    ALL_PAIRS = 1
+    SORT_SWEEP = 2
+
+
+_ALL_PAIRS = wp.constant(int(Broadphase.ALL_PAIRS))
+
+
+# -- components ---------------------------------------------------------------------------------
+
+
+@ecs.component
+class Shape:
+    """Collision shape, a ``geometry.ShapeType`` (1 sphere, 2 capsule, 3 box, 4 wedge, 5 plane)."""
+
+    value: wp.int32
+
+
+@ecs.component
+class Size:
+    """Shape dimensions in the body frame [m]; meaning per shape in ``systems.geometry`` (radii, half extents)."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class AabbLower:
+    """Lower corner of the body's broadphase box in the world frame [m], grown by the step's motion."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class AabbUpper:
+    """Upper corner of the body's broadphase box in the world frame [m], grown by the step's motion."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class SweepOrder:
+    """Sort-and-sweep order: entry ``k`` of a world is the body row with the k-th lowest box along x."""
+
+    value: wp.int32
+
+
+@ecs.component
+class PairBodyA:
+    """Candidate pair: body row of the first body (``pair`` archetype)."""
+
+    value: wp.int32
+
+
+@ecs.component
+class PairBodyB:
+    """Candidate pair: body row of the second body (``pair`` archetype)."""
+
+    value: wp.int32
+
+
+@ecs.component(singleton=True)
+class PairCount:
+    """Candidate pairs found by the broadphase this step (rows ``[0, count)`` of ``pair`` are alive)."""
+
+    value: wp.int32
+
+
+@ecs.component
+class ContactBodyA:
+    """Body row of contact body A (``contact`` archetype)."""
+
+    value: wp.int32
+
+
+@ecs.component
+class ContactBodyB:
+    """Body row of contact body B."""
+
+    value: wp.int32
+
+
+@ecs.component
+class ContactNormal:
+    """Unit contact normal in the world frame, from body A into body B."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class ContactOffsetA:
+    """Contact point on body A in A's body frame [m]."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class ContactOffsetB:
+    """Contact point on body B in B's body frame [m]."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class ContactDepth:
+    """Penetration depth when found [m]: ``(p_a - p_b) . n``, positive when overlapping."""
+
+    value: wp.float32
+
+
+@ecs.component
+class ContactNormalSpeed:
+    """Approach speed along the normal before the solve [m/s], ``n . (v_a - v_b)`` at the contact point."""
+
+    value: wp.float32
+
+
+@ecs.component
+class ContactImpulse:
+    """Normal position impulse applied in the last substep [kg m] (the XPBD Lagrange multiplier)."""
+
+    value: wp.float32
+
+
+@ecs.component(singleton=True)
+class ContactCount:
+    """Contacts found in the last substep (rows ``[0, count)`` of ``contact`` are alive)."""
+
+    value: wp.int32
+
+
+SHAPE_COMPONENTS = (Shape, Size, AabbLower, AabbUpper, SweepOrder)
+PAIR_COMPONENTS = (PairBodyA, PairBodyB)
+CONTACT_COMPONENTS = (
+    ContactBodyA,
+    ContactBodyB,
+    ContactNormal,
+    ContactOffsetA,
+    ContactOffsetB,
+    ContactDepth,
+    ContactNormalSpeed,
+    ContactImpulse,
+)
+
+
+# -- the contact table as one value ----------------------------------------------------------------
+
+
+@wp.struct
+class Contacts:
+    body_a: wp.array2d[wp.int32]
+    body_b: wp.array2d[wp.int32]
+    normal: wp.array2d[wp.vec3]
+    offset_a: wp.array2d[wp.vec3]
+    offset_b: wp.array2d[wp.vec3]
+    depth: wp.array2d[wp.float32]
+    count: wp.array[wp.int32]
+    overflow: wp.array[wp.int32]
+
+
+@wp.struct
+class Poses:
+    """What the narrowphase reads of the body table."""
+
+    shape: wp.array2d[wp.int32]
+    size: wp.array2d[wp.vec3]
+    position: wp.array2d[wp.vec3]
+    rotation: wp.array2d[wp.quat]
+
+
+@wp.func
+def emit(c: Contacts, poses: Poses, world: int, a: int, b: int, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, depth: float):
+    """Appends a contact (points in the world frame); a full table counts an overflow instead."""
+    row = c.count[world]
+    if row >= c.body_a.shape[1]:
+        wp.atomic_add(c.overflow, 0, 1)
+        wp.atomic_min(c.overflow, 1, world)
+        return
+    c.body_a[world, row] = a
+    c.body_b[world, row] = b
+    c.normal[world, row] = n
+    c.offset_a[world, row] = wp.quat_rotate_inv(poses.rotation[world, a], pa - poses.position[world, a])
+    c.offset_b[world, row] = wp.quat_rotate_inv(poses.rotation[world, b], pb - poses.position[world, b])
+    c.depth[world, row] = depth
+    c.count[world] = row + 1
+
+
+# -- narrowphase ---------------------------------------------------------------------------------
+
+
+@wp.func
+def core_end(poses: Poses, world: int, i: int, end: float) -> wp.vec3:
+    """End ``end`` (-1 or +1) of a round shape's core segment in the world frame."""
+    hl = core_half_length(poses.shape[world, i], poses.size[world, i])
+    return poses.position[world, i] + wp.quat_rotate(poses.rotation[world, i], wp.vec3(0.0, 0.0, end * hl))
+
+
+@wp.func
+def world_vertex(poses: Poses, world: int, i: int, k: int) -> wp.vec3:
+    return poses.position[world, i] + wp.quat_rotate(
+        poses.rotation[world, i], vertex(poses.shape[world, i], poses.size[world, i], k)
+    )
+
+
+@wp.func
+def collide_round_round(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float):
+    a0 = core_end(poses, world, a, -1.0)
+    a1 = core_end(poses, world, a, 1.0)
+    b0 = core_end(poses, world, b, -1.0)
+    b1 = core_end(poses, world, b, 1.0)
+    st = segment_segment(a0, a1, b0, b1)
+    ca = a0 + (a1 - a0) * st[0]
+    cb = b0 + (b1 - b0) * st[1]
+    ra = poses.size[world, a][0]
+    rb = poses.size[world, b][0]
+    d = wp.length(cb - ca)
+    if d > ra + rb + margin:
+        return
+    n = wp.vec3(0.0, 0.0, 1.0)
+    if d > 1.0e-9:
+        n = (cb - ca) / d
+    emit(c, poses, world, a, b, ca + n * ra, cb - n * rb, n, ra + rb - d)
+
+
+@wp.func
+def collide_round_plane(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float):
+    r = poses.size[world, a][0]
+    np_ = wp.quat_rotate(poses.rotation[world, b], wp.vec3(0.0, 0.0, 1.0))
+    x0 = poses.position[world, b]
+    ends = wp.where(poses.shape[world, a] == CAPSULE, 2, 1)
+    for k in range(ends):
+        p = core_end(poses, world, a, float(2 * k - 1))
+        if ends == 1:
+            p = poses.position[world, a]
+        dist = wp.dot(p - x0, np_)
+        if r - dist > -margin:
+            emit(c, poses, world, a, b, p - np_ * r, p - np_ * dist, -np_, r - dist)
+
+
+@wp.func
+def sphere_polyhedron(poses: Poses, world: int, b: int, p: wp.vec3, r: float):
+    """Contact of a sphere (centre ``p``, radius ``r``) with polyhedron ``b``: (depth, point on sphere, point on b, normal sphere->b)."""
+    shape = poses.shape[world, b]
+    size = poses.size[world, b]
+    qb = poses.rotation[world, b]
+    xb = poses.position[world, b]
+    pl = wp.quat_rotate_inv(qb, p - xb)
+    q = closest_on_polyhedron(shape, size, pl)
+    diff = q - pl
+    d = wp.length(diff)
+    if d > 1.0e-7:
+        n = wp.quat_rotate(qb, diff / d)
+        return r - d, p + n * r, xb + wp.quat_rotate(qb, q), n
+    # The centre is inside: leave through the nearest face.
+    md = max_face_distance(shape, size, pl)
+    nf = face_normal(shape, size, int(md[1]))
+    n = -wp.quat_rotate(qb, nf)
+    return r - md[0], p + n * r, xb + wp.quat_rotate(qb, pl - nf * md[0]), n
+
+
+@wp.func
+def collide_round_polyhedron(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float):
+    r = poses.size[world, a][0]
+    if poses.shape[world, a] == SPHERE:
+        depth, pa, pb, n = sphere_polyhedron(poses, world, b, poses.position[world, a], r)
+        if depth > -margin:
+            emit(c, poses, world, a, b, pa, pb, n, depth)
+        return
+    e0 = core_end(poses, world, a, -1.0)
+    e1 = core_end(poses, world, a, 1.0)
+    deepest = wp.float32(-BIG)
+    for k in range(2):
+        e = wp.where(k == 0, e0, e1)
+        depth, pa, pb, n = sphere_polyhedron(poses, world, b, e, r)
+        deepest = wp.max(deepest, depth)
+        if depth > -margin:
+            emit(c, poses, world, a, b, pa, pb, n, depth)
+    # The segment point nearest the solid, by alternating projections between the two convex sets.
+    shape = poses.shape[world, b]
+    size = poses.size[world, b]
+    qb = poses.rotation[world, b]
+    xb = poses.position[world, b]
+    s = (e0 + e1) * 0.5
+    for _ in range(6):
+        q = xb + wp.quat_rotate(qb, closest_on_polyhedron(shape, size, wp.quat_rotate_inv(qb, s - xb)))
+        s = closest_on_segment(e0, e1, q)
+    depth, pa, pb, n = sphere_polyhedron(poses, world, b, s, r)
+    if depth > -margin and depth > deepest + 1.0e-5:
+        emit(c, poses, world, a, b, pa, pb, n, depth)
+
+
+@wp.func
+def collide_polyhedron_plane(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float):
+    np_ = wp.quat_rotate(poses.rotation[world, b], wp.vec3(0.0, 0.0, 1.0))
+    x0 = poses.position[world, b]
+    for k in range(num_vertices(poses.shape[world, a])):
+        v = world_vertex(poses, world, a, k)
+        dist = wp.dot(v - x0, np_)
+        if dist < margin:
+            emit(c, poses, world, a, b, v, v - np_ * dist, -np_, -dist)
+
+
+@wp.func
+def project(poses: Poses, world: int, i: int, n: wp.vec3) -> wp.vec2:
+    """(min, max) of polyhedron ``i`` projected on ``n``."""
+    lo = wp.float32(BIG)
+    hi = wp.float32(-BIG)
+    for k in range(num_vertices(poses.shape[world, i])):
+        p = wp.dot(world_vertex(poses, world, i, k), n)
+        lo = wp.min(lo, p)
+        hi = wp.max(hi, p)
+    return wp.vec2(lo, hi)
+
+
+@wp.func
+def axis_overlap(poses: Poses, world: int, a: int, b: int, n: wp.vec3) -> wp.vec2:
+    """(overlap of a and b along n, +1 if b lies on the +n side of a else -1)."""
+    pa = project(poses, world, a, n)
+    pb = project(poses, world, b, n)
+    forward = pa[1] - pb[0]
+    backward = pb[1] - pa[0]
+    if forward <= backward:
+        return wp.vec2(forward, 1.0)
+    return wp.vec2(backward, -1.0)
+
+
+@wp.func
+def inside_with_margin(poses: Poses, world: int, i: int, p: wp.vec3, margin: float) -> bool:
+    pl = wp.quat_rotate_inv(poses.rotation[world, i], p - poses.position[world, i])
+    return max_face_distance(poses.shape[world, i], poses.size[world, i], pl)[0] <= margin
+
+
+@wp.func
+def supporting_edge(poses: Poses, world: int, i: int, direction: wp.vec3, n: wp.vec3, sign: float) -> wp.int32:
+    """The edge of ``i`` parallel to ``direction`` (world frame) that reaches furthest along ``sign * n``."""
+    shape = poses.shape[world, i]
+    size = poses.size[world, i]
+    qi = poses.rotation[world, i]
+    best = wp.int32(-1)
+    best_p = wp.float32(-BIG)
+    for e in range(num_edges(shape)):
+        v0 = vertex(shape, size, edge_vertex(shape, e, 0))
+        v1 = vertex(shape, size, edge_vertex(shape, e, 1))
+        d = wp.quat_rotate(qi, v1 - v0)
+        if wp.abs(wp.dot(wp.normalize(d), direction)) > 0.999:
+            p = sign * wp.dot(wp.quat_rotate(qi, (v0 + v1) * 0.5), n)
+            if p > best_p:
+                best_p = p
+                best = e
+    return best
+
+
+@wp.func
+def face_edge_crossings(
+    c: Contacts, poses: Poses, world: int, a: int, b: int, n: wp.vec3, top_a: float, low_b: float, margin: float
+):
+    """Where an edge of A's contact face crosses an edge of B's, seen along ``n``: the corners of the
+    contact polygon that are vertices of neither solid (two offset boxes resting on each other)."""
+    sa = poses.shape[world, a]
+    sb = poses.shape[world, b]
+    # Edges within this distance of the contact plane belong to the contact faces.
+    near = margin + 0.01
+    u = wp.normalize(
+        wp.where(wp.abs(n[0]) < 0.9, wp.cross(n, wp.vec3(1.0, 0.0, 0.0)), wp.cross(n, wp.vec3(0.0, 1.0, 0.0)))
+    )
+    v = wp.cross(n, u)
+    for i in range(num_edges(sa)):
+        a0 = world_vertex(poses, world, a, edge_vertex(sa, i, 0))
+        a1 = world_vertex(poses, world, a, edge_vertex(sa, i, 1))
+        if top_a - wp.dot(a0, n) <= near and top_a - wp.dot(a1, n) <= near:
+            for j in range(num_edges(sb)):
+                b0 = world_vertex(poses, world, b, edge_vertex(sb, j, 0))
+                b1 = world_vertex(poses, world, b, edge_vertex(sb, j, 1))
+                if wp.dot(b0, n) - low_b <= near and wp.dot(b1, n) - low_b <= near:
+                    da = a1 - a0
+                    db = b1 - b0
+                    w0 = b0 - a0
+                    dax = wp.dot(da, u)
+                    day = wp.dot(da, v)
+                    dbx = wp.dot(db, u)
+                    dby = wp.dot(db, v)
+                    wx = wp.dot(w0, u)
+                    wy = wp.dot(w0, v)
+                    denom = dax * dby - day * dbx
+                    if wp.abs(denom) > 1.0e-9 * wp.length(da) * wp.length(db):
+                        s = (wx * dby - wy * dbx) / denom
+                        t = (wx * day - wy * dax) / denom
+                        if s > 1.0e-4 and s < 1.0 - 1.0e-4 and t > 1.0e-4 and t < 1.0 - 1.0e-4:
+                            pa = a0 + da * s
+                            pb = b0 + db * t
+                            depth = wp.dot(pa - pb, n)
+                            if depth > -margin:
+                                emit(c, poses, world, a, b, pa, pb, n, depth)
+
+
+@wp.func
+def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float):
+    sa = poses.shape[world, a]
+    sb = poses.shape[world, b]
+    qa = poses.rotation[world, a]
+    qb = poses.rotation[world, b]
+    best = wp.float32(BIG)
+    best_n = wp.vec3(0.0, 0.0, 1.0)
+    best_ea = wp.int32(-1)
+    best_eb = wp.int32(-1)
+    for i in range(num_axes(sa)):
+        n = wp.quat_rotate(qa, axis_direction(sa, poses.size[world, a], i))
+        ov = axis_overlap(poses, world, a, b, n)
+        if ov[0] < best:
+            best = ov[0]
+            best_n = n * ov[1]
+    for i in range(num_axes(sb)):
+        n = wp.quat_rotate(qb, axis_direction(sb, poses.size[world, b], i))
+        ov = axis_overlap(poses, world, a, b, n)
+        if ov[0] < best:
+            best = ov[0]
+            best_n = n * ov[1]
+    if best < -margin:
+        return
+    best_face = best
+    for i in range(num_axes(sa)):
+        ea = wp.quat_rotate(qa, edge_direction(sa, poses.size[world, a], i))
+        for j in range(num_axes(sb)):
+            eb = wp.quat_rotate(qb, edge_direction(sb, poses.size[world, b], j))
+            n = wp.cross(ea, eb)
+            ln = wp.length(n)
+            if ln > 1.0e-4:
+                n = n / ln
+                ov = axis_overlap(poses, world, a, b, n)
+                # Faces win ties: edge axes often repeat a face axis and give fewer contacts.
+                if ov[0] < best and ov[0] < best_face - 1.0e-4:
+                    best = ov[0]
+                    best_n = n * ov[1]
+                    best_ea = i
+                    best_eb = j
+    if best < -margin:
+        return
+    n = best_n
+    if best_ea < 0:
+        top_a = project(poses, world, a, n)[1]
+        low_b = project(poses, world, b, n)[0]
+        for k in range(num_vertices(sb)):
+            v = world_vertex(poses, world, b, k)
+            if inside_with_margin(poses, world, a, v, margin):
+                depth = top_a - wp.dot(v, n)
+                if depth > -margin:
+                    emit(c, poses, world, a, b, v + n * depth, v, n, depth)
+        for k in range(num_vertices(sa)):
+            v = world_vertex(poses, world, a, k)
+            if inside_with_margin(poses, world, b, v, margin):
+                depth = wp.dot(v, n) - low_b
+                if depth > -margin:
+                    emit(c, poses, world, a, b, v, v - n * depth, n, depth)
+        face_edge_crossings(c, poses, world, a, b, n, top_a, low_b, margin)
+        return
+    ea = wp.quat_rotate(qa, edge_direction(sa, poses.size[world, a], best_ea))
+    eb = wp.quat_rotate(qb, edge_direction(sb, poses.size[world, b], best_eb))
+    ia = supporting_edge(poses, world, a, ea, n, 1.0)
+    ib = supporting_edge(poses, world, b, eb, n, -1.0)
+    if ia < 0 or ib < 0:
+        return
+    a0 = world_vertex(poses, world, a, edge_vertex(sa, ia, 0))
+    a1 = world_vertex(poses, world, a, edge_vertex(sa, ia, 1))
+    b0 = world_vertex(poses, world, b, edge_vertex(sb, ib, 0))
+    b1 = world_vertex(poses, world, b, edge_vertex(sb, ib, 1))
+    st = segment_segment(a0, a1, b0, b1)
+    pa = a0 + (a1 - a0) * st[0]
+    pb = b0 + (b1 - b0) * st[1]
+    depth = wp.dot(pa - pb, n)
+    if depth > -margin:
+        emit(c, poses, world, a, b, pa, pb, n, depth)
+
+
+@wp.func
+def collide(c: Contacts, poses: Poses, world: int, i: int, j: int, margin: float):
+    """Appends the contacts of bodies ``i`` and ``j`` (any order; body A is the lower ``ShapeType``)."""
+    si = poses.shape[world, i]
+    sj = poses.shape[world, j]
+    a = wp.where(si <= sj, i, j)
+    b = wp.where(si <= sj, j, i)
+    sa = wp.min(si, sj)
+    sb = wp.max(si, sj)
+    if sb == PLANE:
+        if sa == PLANE:
+            return
+        if is_round(sa):
+            collide_round_plane(c, poses, world, a, b, margin)
+        elif is_polyhedron(sa):
+            collide_polyhedron_plane(c, poses, world, a, b, margin)
+    elif is_round(sb):
+        collide_round_round(c, poses, world, a, b, margin)
+    elif is_round(sa):
+        collide_round_polyhedron(c, poses, world, a, b, margin)
+    elif is_polyhedron(sa):
+        collide_polyhedra(c, poses, world, a, b, margin)
+
+
+# -- broadphase ----------------------------------------------------------------------------------
+
+
+@wp.func
+def shape_extent(shape: wp.int32, size: wp.vec3, q: wp.quat) -> wp.vec3:
+    """Half extents of the world-axis box around a shape, about its body origin."""
+    if shape == SPHERE:
+        return wp.vec3(size[0], size[0], size[0])
+    if shape == CAPSULE:
+        axis = wp.quat_rotate(q, wp.vec3(0.0, 0.0, size[1]))
+        return wp.vec3(wp.abs(axis[0]), wp.abs(axis[1]), wp.abs(axis[2])) + wp.vec3(size[0], size[0], size[0])
+    if shape == WEDGE:
+        e = wp.vec3(0.0, 0.0, 0.0)
+        for k in range(6):
+            v = wp.quat_rotate(q, vertex(shape, size, k))
+            e = wp.vec3(wp.max(e[0], wp.abs(v[0])), wp.max(e[1], wp.abs(v[1])), wp.max(e[2], wp.abs(v[2])))
+        return e
+    r = wp.quat_to_matrix(q)
+    return wp.vec3(
+        wp.abs(r[0, 0]) * size[0] + wp.abs(r[0, 1]) * size[1] + wp.abs(r[0, 2]) * size[2],
+        wp.abs(r[1, 0]) * size[0] + wp.abs(r[1, 1]) * size[1] + wp.abs(r[1, 2]) * size[2],
+        wp.abs(r[2, 0]) * size[0] + wp.abs(r[2, 1]) * size[1] + wp.abs(r[2, 2]) * size[2],
+    )
+
+
+@wp.func
+def boxes_overlap(lo_a: wp.vec3, hi_a: wp.vec3, lo_b: wp.vec3, hi_b: wp.vec3) -> bool:
+    return (
+        lo_a[0] <= hi_b[0]
+        and lo_b[0] <= hi_a[0]
+        and lo_a[1] <= hi_b[1]
+        and lo_b[1] <= hi_a[1]
+        and lo_a[2] <= hi_b[2]
+        and lo_b[2] <= hi_a[2]
+    )
+
+
+@wp.func
+def jointed(
+    joint_alive: wp.array2d[wp.int32],
+    joint_a: wp.array2d[wp.int32],
+    joint_b: wp.array2d[wp.int32],
+    world: int,
+    i: int,
+    j: int,
+) -> bool:
+    for k in range(joint_alive.shape[1]):
+        if joint_alive[world, k] != 0:
+            ja = joint_a[world, k]
+            jb = joint_b[world, k]
+            if (ja == i and jb == j) or (ja == j and jb == i):
+                return True
+    return False
+
+
+@wp.func
+def add_pair(
+    pair_a: wp.array2d[wp.int32],
+    pair_b: wp.array2d[wp.int32],
+    overflow: wp.array[wp.int32],
+    world: int,
+    count: int,
+    i: int,
+    j: int,
+) -> int:
+    if count >= pair_a.shape[1]:
+        wp.atomic_add(overflow, 0, 1)
+        wp.atomic_min(overflow, 1, world)
+        return count
+    pair_a[world, count] = wp.min(i, j)
+    pair_b[world, count] = wp.max(i, j)
+    return count + 1
+
+
+@wp.kernel
+def find_pairs(
+    # Resources:
+    physics_dt: float,
+    contact_margin: float,
+    broadphase: int,
+    # Components in:
+    body__alive_in: wp.array2d[wp.int32],
+    body__shape_in: wp.array2d[wp.int32],
+    body__size_in: wp.array2d[wp.vec3],
+    body__position_in: wp.array2d[wp.vec3],
+    body__rotation_in: wp.array2d[wp.quat],
+    body__linear_velocity_in: wp.array2d[wp.vec3],
+    body__angular_velocity_in: wp.array2d[wp.vec3],
+    body__response_in: wp.array2d[wp.int32],
+    body__locked_by_in: wp.array2d[wp.int32],
+    joint__alive_in: wp.array2d[wp.int32],
+    joint__joint_body_a_in: wp.array2d[wp.int32],
+    joint__joint_body_b_in: wp.array2d[wp.int32],
+    # Components out:
+    body__aabb_lower_out: wp.array2d[wp.vec3],
+    body__aabb_upper_out: wp.array2d[wp.vec3],
+    body__sweep_order_out: wp.array2d[wp.int32],
+    pair__alive_out: wp.array2d[wp.int32],
+    pair__pair_body_a_out: wp.array2d[wp.int32],
+    pair__pair_body_b_out: wp.array2d[wp.int32],
+    pair__overflow_out: wp.array[wp.int32],
+    world_pair_count_out: wp.array[wp.int32],
+):
+    """Candidate pairs of the step: boxes grown by the step's motion that overlap (one thread per world)."""
+    world = wp.tid()
+    nb = body__alive_in.shape[1]
+    for i in range(nb):
+        lo = wp.vec3(BIG, BIG, BIG)
+        hi = wp.vec3(-BIG, -BIG, -BIG)
+        shape = body__shape_in[world, i]
+        if body__alive_in[world, i] != 0 and shape != PLANE:
+            x = body__position_in[world, i]
+            size = body__size_in[world, i]
+            e = shape_extent(shape, size, body__rotation_in[world, i])
+            # Anything the body can reach during the step: its speed, its spin at its outer radius,
+            # and the margin the narrowphase keeps.
+            reach = (
+                wp.length(body__linear_velocity_in[world, i])
+                + wp.length(body__angular_velocity_in[world, i]) * wp.length(e)
+            ) * physics_dt + contact_margin
+            grow = wp.vec3(reach, reach, reach)
+            lo = x - e - grow
+            hi = x + e + grow
+        body__aabb_lower_out[world, i] = lo
+        body__aabb_upper_out[world, i] = hi
+    count = wp.int32(0)
+    # Planes pair with every movable body whose box reaches below them.
+    for p in range(nb):
+        if body__alive_in[world, p] != 0 and body__shape_in[world, p] == PLANE:
+            n = wp.quat_rotate(body__rotation_in[world, p], wp.vec3(0.0, 0.0, 1.0))
+            x0 = body__position_in[world, p]
+            for i in range(nb):
+                if body__alive_in[world, i] != 0 and movable(body__response_in[world, i], body__locked_by_in[world, i]):
+                    lo = body__aabb_lower_out[world, i]
+                    hi = body__aabb_upper_out[world, i]
+                    centre = (lo + hi) * 0.5
+                    half = (hi - lo) * 0.5
+                    reach = wp.abs(n[0]) * half[0] + wp.abs(n[1]) * half[1] + wp.abs(n[2]) * half[2]
+                    if wp.dot(centre - x0, n) - reach <= 0.0 and body__shape_in[world, i] != PLANE:
+                        count = add_pair(
+                            pair__pair_body_a_out, pair__pair_body_b_out, pair__overflow_out, world, count, i, p
+                        )
+    if broadphase == _ALL_PAIRS:
+        for i in range(nb):
+            if body__aabb_lower_out[world, i][0] < BIG:
+                for j in range(i + 1, nb):
+                    if (  # noqa: SIM102 (Warp evaluates both operands of `and`; the joint scan runs only for overlaps)
+                        movable(body__response_in[world, i], body__locked_by_in[world, i])
+                        or movable(body__response_in[world, j], body__locked_by_in[world, j])
+                    ) and boxes_overlap(
+                        body__aabb_lower_out[world, i],
+                        body__aabb_upper_out[world, i],
+                        body__aabb_lower_out[world, j],
+                        body__aabb_upper_out[world, j],
+                    ):
+                        if not jointed(joint__alive_in, joint__joint_body_a_in, joint__joint_body_b_in, world, i, j):
+                            count = add_pair(
+                                pair__pair_body_a_out, pair__pair_body_b_out, pair__overflow_out, world, count, i, j
+                            )
+    else:
+        # Keep last step's order when it is still a permutation (bodies move little per step, so
+        # the insertion sort below is then close to linear); otherwise start from row order.
+        valid = bool(nb <= 64)
+        seen = wp.uint64(0)
+        if valid:
+            for k in range(nb):
+                r = body__sweep_order_out[world, k]
+                if r < 0 or r >= nb:
+                    valid = False
+                else:
+                    seen = seen | (wp.uint64(1) << wp.uint64(r))
+            if nb == 64:
+                valid = valid and seen == ~wp.uint64(0)
+            else:
+                valid = valid and seen == (wp.uint64(1) << wp.uint64(nb)) - wp.uint64(1)
+        if not valid:
+            for k in range(nb):
+                body__sweep_order_out[world, k] = k
+        for k in range(1, nb):
+            r = body__sweep_order_out[world, k]
+            key = body__aabb_lower_out[world, r][0]
+            m = k - 1
+            while m >= 0 and body__aabb_lower_out[world, body__sweep_order_out[world, m]][0] > key:
+                body__sweep_order_out[world, m + 1] = body__sweep_order_out[world, m]
+                m -= 1
+            body__sweep_order_out[world, m + 1] = r
+        for k in range(nb):
+            i = body__sweep_order_out[world, k]
+            lo_i = body__aabb_lower_out[world, i]
+            if lo_i[0] >= BIG:
+                break
+            hi_i = body__aabb_upper_out[world, i]
+            for m in range(k + 1, nb):
+                j = body__sweep_order_out[world, m]
+                lo_j = body__aabb_lower_out[world, j]
+                if lo_j[0] > hi_i[0]:
+                    break
+                if (  # noqa: SIM102 (as above)
+                    movable(body__response_in[world, i], body__locked_by_in[world, i])
+                    or movable(body__response_in[world, j], body__locked_by_in[world, j])
+                ) and boxes_overlap(lo_i, hi_i, lo_j, body__aabb_upper_out[world, j]):
+                    if not jointed(joint__alive_in, joint__joint_body_a_in, joint__joint_body_b_in, world, i, j):
+                        count = add_pair(
+                            pair__pair_body_a_out, pair__pair_body_b_out, pair__overflow_out, world, count, i, j
+                        )
+    world_pair_count_out[world] = count
+    for k in range(pair__alive_out.shape[1]):
+        pair__alive_out[world, k] = wp.where(k < count, 1, 0)

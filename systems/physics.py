@@ -1,0 +1,304 @@
+"""Rigid-body physics for an environment in a few lines: archetypes, singletons, systems, resources,
+scene loading and validation.
+
+```python
+from systems import physics
+
+cfg = physics.PhysicsConfig(max_bodies=32)
+spec = ecs.EnvSpec(
+    name="my_env",
+    config=my_config,
+    archetypes=[*physics.archetypes(cfg), my_agent_archetype],
+    singletons=[*physics.singletons(), ...],
+    systems=[my_act_systems..., *physics.systems(), my_sense_systems...],
+    resources=physics.resources(cfg),
+)
+```
+
+The archetypes are ``body`` (every physical thing of a world, ``max_bodies`` rows), ``pair``
+(broadphase candidates), ``contact`` (the contact table, ``max_contacts`` rows) and ``joint``
+(fixed joints, ``max_joints`` rows). The systems are ``find_pairs`` (PHYSICS phase) and
+``step_bodies`` (COLLIDE phase): they sit in two phases because the solver reads the pairs that
+the broadphase computes from the poses that the solver then changes. Env systems that set forces
+belong in ACT; systems that react to the new poses go after them (COLLIDE, registered later, or
+a later phase).
+
+Bodies are spawned by the env's own kernels (``rigid_body`` and ``geometry`` give the device
+functions; ``geometry.inverse_inertia`` fills ``inv_inertia``), or from the host with
+``load_scene`` (tests, benchmarks, fixed scenes). ``check_body_specs`` and ``check_bodies``
+refuse degenerate shapes (zero, negative or non-finite sizes), non-finite poses and
+non-positive masses of dynamic bodies, naming the entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+import ecs
+
+from . import collision, solver
+from .geometry import ShapeType, inverse_inertia
+from .rigid_body import BODY_COMPONENTS, JOINT_COMPONENTS, Response
+
+wp.set_module_options({"enable_backward": False})
+
+
+@dataclass(frozen=True)
+class PhysicsConfig:
+    """Solver settings and table capacities. Field names are the kernels' resource names."""
+
+    physics_dt: float = 1.0 / 30.0  # s per step
+    physics_substeps: int = 4  # XPBD substeps per step, >= 1
+    gravity: float = -9.8  # m/s^2 along world z
+    linear_damping: float = 0.0  # 1/s: the speed shrinks by (1 - linear_damping * h) per substep
+    angular_damping: float = 0.0  # 1/s, likewise for the angular velocity
+    contact_margin: float = (
+        0.001  # m: shapes this close count as touching in the tables (the solver only pushes on overlap)
+    )
+    broadphase: int = int(collision.Broadphase.SORT_SWEEP)  # collision.Broadphase
+    max_bodies: int = 32  # rows of the body table per world
+    max_pairs: int = 256  # broadphase candidate pairs per world
+    max_contacts: int = 256  # contacts per world
+    max_joints: int = 4  # fixed joints per world
+
+    def __post_init__(self) -> None:
+        for name in ("physics_dt",):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise ecs.ConfigError(f"{name} must be a finite number > 0, got {getattr(self, name)}")
+        for name in ("linear_damping", "angular_damping", "contact_margin"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ecs.ConfigError(f"{name} must be a finite number >= 0, got {getattr(self, name)}")
+        if not math.isfinite(self.gravity):
+            raise ecs.ConfigError(f"gravity must be finite, got {self.gravity}")
+        for name in ("physics_substeps", "max_bodies", "max_pairs", "max_contacts", "max_joints"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ecs.ConfigError(f"{name} must be an int >= 1, got {getattr(self, name)!r}")
+        if self.broadphase not in (int(collision.Broadphase.ALL_PAIRS), int(collision.Broadphase.SORT_SWEEP)):
+            raise ecs.ConfigError(
+                f"broadphase must be {int(collision.Broadphase.ALL_PAIRS)} (all pairs) or "
+                f"{int(collision.Broadphase.SORT_SWEEP)} (sort and sweep), got {self.broadphase!r}"
+            )
+
+
+def body_components() -> tuple[ecs.Component, ...]:
+    """Every component of the ``body`` archetype (pose, velocities, mass, shape, material, solver state)."""
+    return (*BODY_COMPONENTS, *collision.SHAPE_COMPONENTS)
+
+
+def archetypes(cfg: PhysicsConfig, *, body_extra: Sequence[ecs.Component] = ()) -> list[ecs.Archetype]:
+    """The ``body``, ``pair``, ``contact`` and ``joint`` archetypes; ``body_extra`` adds env components to bodies."""
+    return [
+        ecs.Archetype("body", (*body_components(), *body_extra), capacity=cfg.max_bodies, doc="rigid bodies"),
+        ecs.Archetype("pair", collision.PAIR_COMPONENTS, capacity=cfg.max_pairs, doc="broadphase candidate pairs"),
+        ecs.Archetype("contact", collision.CONTACT_COMPONENTS, capacity=cfg.max_contacts, doc="contacts"),
+        ecs.Archetype("joint", JOINT_COMPONENTS, capacity=cfg.max_joints, doc="fixed joints"),
+    ]
+
+
+def singletons() -> list[ecs.Component]:
+    """Per-world counters: ``pair_count`` and ``contact_count``."""
+    return [collision.PairCount, collision.ContactCount]
+
+
+def systems() -> list[ecs.System]:
+    """``find_pairs`` (PHYSICS) and ``step_bodies`` (COLLIDE), one thread per world each."""
+    return [
+        ecs.System(collision.find_pairs, ecs.Phase.PHYSICS, dim="world"),
+        ecs.System(solver.step_bodies, ecs.Phase.COLLIDE, dim="world"),
+    ]
+
+
+def resources(cfg: PhysicsConfig) -> dict[str, Any]:
+    """The solver's scalar resources (``physics_dt``, ``gravity``, ...) from ``cfg``."""
+    return {
+        "physics_dt": float(cfg.physics_dt),
+        "physics_substeps": int(cfg.physics_substeps),
+        "gravity": float(cfg.gravity),
+        "linear_damping": float(cfg.linear_damping),
+        "angular_damping": float(cfg.angular_damping),
+        "contact_margin": float(cfg.contact_margin),
+        "broadphase": int(cfg.broadphase),
+    }
+
+
+# -- host-side scenes --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BodySpec:
+    """One body of a scene, for ``load_scene``.
+
+    Attributes:
+        shape: a ``ShapeType``.
+        size: shape dimensions [m] (see ``systems.geometry``).
+        position: centre of mass [m].
+        rotation: unit quaternion (x, y, z, w); normalised when loaded.
+        mass: [kg], > 0 for dynamic bodies.
+        response: a ``Response``; planes must be static.
+        friction: Coulomb coefficient, >= 0.
+        restitution: in [0, 1].
+        linear_velocity: [m/s].
+        angular_velocity: [rad/s], world frame.
+    """
+
+    shape: int
+    size: tuple[float, float, float] = (0.5, 0.5, 0.5)
+    position: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    rotation: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)
+    mass: float = 1.0
+    response: int = int(Response.DYNAMIC)
+    friction: float = 0.5
+    restitution: float = 0.0
+    linear_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    angular_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _size_problem(shape: int, size: np.ndarray) -> str | None:
+    if not np.all(np.isfinite(size)):
+        return f"size {size.tolist()} is not finite"
+    needed = {ShapeType.SPHERE: (0,), ShapeType.CAPSULE: (0, 1), ShapeType.BOX: (0, 1, 2), ShapeType.WEDGE: (0, 1, 2)}
+    names = {
+        ShapeType.SPHERE: ("radius",),
+        ShapeType.CAPSULE: ("radius", "half_length"),
+        ShapeType.BOX: ("half extent x", "half extent y", "half extent z"),
+        ShapeType.WEDGE: ("half extent x", "half extent y", "half extent z"),
+    }
+    for k, name in zip(needed.get(ShapeType(shape), ()), names.get(ShapeType(shape), ()), strict=True):
+        if not size[k] > 0:
+            return f"{name} (size[{k}]) is {size[k]}; it must be > 0"
+    return None
+
+
+def body_problem(
+    shape: int, size: Any, position: Any, rotation: Any, mass: float, response: int, friction: float, restitution: float
+) -> str | None:
+    """What makes a body invalid, or None. Shared by ``check_body_specs`` and ``check_bodies``."""
+    if shape not in {int(s) for s in ShapeType} or shape == ShapeType.NONE:
+        return f"shape {shape!r} is not a ShapeType (1 sphere .. 5 plane)"
+    if response not in (int(Response.DYNAMIC), int(Response.STATIC), int(Response.KINEMATIC)):
+        return f"response {response!r} is not a Response (1 dynamic, 2 static, 3 kinematic)"
+    problem = _size_problem(shape, np.asarray(size, dtype=np.float64))
+    if problem:
+        return problem
+    pos, rot = np.asarray(position, dtype=np.float64), np.asarray(rotation, dtype=np.float64)
+    if not np.all(np.isfinite(pos)):
+        return f"position {pos.tolist()} is not finite"
+    if not np.all(np.isfinite(rot)) or not np.linalg.norm(rot) > 1e-6:
+        return f"rotation {rot.tolist()} is not a finite non-zero quaternion"
+    if response == Response.DYNAMIC and not (math.isfinite(mass) and mass > 0):
+        return f"mass is {mass}; a dynamic body needs a finite mass > 0"
+    if shape == ShapeType.PLANE and response != Response.STATIC:
+        return "a plane must be static"
+    if not (math.isfinite(friction) and friction >= 0):
+        return f"friction is {friction}; it must be finite and >= 0"
+    if not 0 <= restitution <= 1:
+        return f"restitution is {restitution}; it must be in [0, 1]"
+    return None
+
+
+def check_body_specs(bodies: Sequence[BodySpec], *, capacity: int | None = None) -> None:
+    """Raises ``ecs.ConfigError`` naming the first invalid body (degenerate shape, non-finite pose, bad mass)."""
+    if capacity is not None and len(bodies) > capacity:
+        raise ecs.ConfigError(
+            f"the scene has {len(bodies)} bodies but the body table holds {capacity}; raise max_bodies"
+        )
+    for i, b in enumerate(bodies):
+        problem = body_problem(
+            int(b.shape), b.size, b.position, b.rotation, float(b.mass), int(b.response), b.friction, b.restitution
+        )
+        if problem is None and not (np.all(np.isfinite(b.linear_velocity)) and np.all(np.isfinite(b.angular_velocity))):
+            problem = "velocity is not finite"
+        if problem:
+            name = ShapeType(b.shape).name.lower() if b.shape in {int(s) for s in ShapeType} else "?"
+            raise ecs.ConfigError(f"body {i} ({name}): {problem}")
+
+
+def check_bodies(sim: ecs.BatchSim) -> None:
+    """Checks every live row of a simulation's body table; raises ``ecs.SchemaError`` naming world and row."""
+    t = {k: v.numpy() for k, v in sim.tables["body"].items()}
+    for world, row in zip(*np.nonzero(t["alive"]), strict=True):
+        problem = body_problem(
+            int(t["shape"][world, row]),
+            t["size"][world, row],
+            t["position"][world, row],
+            t["rotation"][world, row],
+            float(t["mass"][world, row]),
+            int(t["response"][world, row]),
+            float(t["friction"][world, row]),
+            float(t["restitution"][world, row]),
+        )
+        if problem:
+            raise ecs.SchemaError(f"body row {row} of world {world}: {problem}")
+
+
+@wp.kernel
+def fill_inverse_inertia(
+    shape: wp.array2d[wp.int32],
+    size: wp.array2d[wp.vec3],
+    mass: wp.array2d[wp.float32],
+    inv_inertia: wp.array2d[wp.mat33],
+):
+    world, row = wp.tid()
+    inv_inertia[world, row] = inverse_inertia(shape[world, row], size[world, row], mass[world, row])
+
+
+def load_scene(
+    sim: ecs.BatchSim, bodies: Sequence[BodySpec] | Callable[[int], Sequence[BodySpec]], *, check: bool = True
+) -> None:
+    """Writes a scene into every world's body table (rows beyond the scene are freed).
+
+    Args:
+        sim: a simulation whose env includes ``archetypes(cfg)``.
+        bodies: one list for every world, or ``bodies(world)`` giving each world its own.
+        check: validate with ``check_body_specs`` first (``ecs.ConfigError`` naming the body).
+    """
+    table = sim.tables["body"]
+    cap = table["alive"].shape[1]
+    cols = {k: v.numpy().copy() for k, v in table.items()}
+    for world in range(sim.num_worlds):
+        scene = bodies(world) if callable(bodies) else bodies
+        if check:
+            check_body_specs(scene, capacity=cap)
+        cols["alive"][world] = 0
+        cols["generation"][world, : len(scene)] += 1
+        cols["alive"][world, : len(scene)] = 1
+        for row, b in enumerate(scene):
+            rot = np.asarray(b.rotation, dtype=np.float64)
+            rot = rot / np.linalg.norm(rot)
+            values = {
+                "shape": int(b.shape),
+                "size": b.size,
+                "position": b.position,
+                "rotation": rot,
+                "linear_velocity": b.linear_velocity,
+                "angular_velocity": b.angular_velocity,
+                "mass": b.mass if b.response == Response.DYNAMIC else 0.0,
+                "response": int(b.response),
+                "friction": b.friction,
+                "restitution": b.restitution,
+                "force": (0.0, 0.0, 0.0),
+                "torque": (0.0, 0.0, 0.0),
+                "prev_position": b.position,
+                "prev_rotation": rot,
+                "locked_by": 0,
+                "sweep_order": -1,
+                **b.extra,
+            }
+            for name, value in values.items():
+                cols[name][world, row] = value
+    for name, arr in table.items():
+        arr.assign(cols[name])
+    wp.launch(
+        fill_inverse_inertia,
+        dim=table["alive"].shape,
+        inputs=[table["shape"], table["size"], table["mass"], table["inv_inertia"]],
+        device=sim.device,
+    )
+    wp.synchronize_device(sim.device)

@@ -1,0 +1,235 @@
+"""Rigid bodies in 3D: components of the ``body`` archetype, fixed joints, and the device functions
+the XPBD solver (``systems.solver``) builds on.
+
+Every physical thing of a world (agents, boxes, ramps, walls, the floor) is one row of one
+``body`` archetype, so the broadphase and solver of a world see all of them at once. Other
+archetypes point at their body by row (``systems.raycast.BodyRow``).
+
+| ``Response`` | moves? | pushed by contacts and joints? |
+|---|---|---|
+| ``DYNAMIC`` | gravity, external force and torque, contacts, joints | yes |
+| ``STATIC`` | never (walls, floor) | no |
+| ``KINEMATIC`` | with its own linear and angular velocity | no |
+
+A dynamic body that is locked (``systems.locking.LockedBy`` non-zero) acts as a static one: it
+keeps its pose and its velocity reads zero until it is unlocked.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import warp as wp
+
+import ecs
+
+from .locking import LockedBy
+
+wp.set_module_options({"enable_backward": False})
+
+
+class Response(enum.IntEnum):
+    """How a body responds to the solver (the ``response`` component)."""
+
+    NONE = 0
+    DYNAMIC = 1
+    STATIC = 2
+    KINEMATIC = 3
+
+
+DYNAMIC = wp.constant(int(Response.DYNAMIC))
+STATIC = wp.constant(int(Response.STATIC))
+KINEMATIC = wp.constant(int(Response.KINEMATIC))
+
+
+# -- components ---------------------------------------------------------------------------------
+
+
+@ecs.component
+class Position:
+    """Centre of mass in the world frame [m]."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class Rotation:
+    """Orientation, body frame to world frame, unit quaternion (x, y, z, w)."""
+
+    value: wp.quat
+
+
+@ecs.component
+class LinearVelocity:
+    """Velocity of the centre of mass in the world frame [m/s]."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class AngularVelocity:
+    """Angular velocity in the world frame [rad/s]."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class Mass:
+    """Mass [kg], > 0 for dynamic bodies (ignored for static and kinematic ones)."""
+
+    value: wp.float32
+
+
+@ecs.component
+class InvInertia:
+    """Inverse inertia tensor about the centre of mass in the body frame [1/(kg m^2)]; ``geometry.inverse_inertia``."""
+
+    value: wp.mat33
+
+
+@ecs.component(name="response")
+class BodyResponse:
+    """A ``Response``: 1 dynamic, 2 static, 3 kinematic."""
+
+    value: wp.int32
+
+
+@ecs.component
+class Friction:
+    """Coulomb friction coefficient, >= 0, static and dynamic alike; a contact uses the larger of its two bodies'."""
+
+    value: wp.float32
+
+
+@ecs.component
+class Restitution:
+    """Coefficient of restitution in [0, 1]; a contact uses the larger of its two bodies'."""
+
+    value: wp.float32
+
+
+@ecs.component
+class Force:
+    """External force on the centre of mass in the world frame [N]; held until written again."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class Torque:
+    """External torque in the world frame [N m]; held until written again."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class PrevPosition:
+    """Solver state: the position at the start of the last substep [m]."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class PrevRotation:
+    """Solver state: the orientation at the start of the last substep."""
+
+    value: wp.quat
+
+
+@ecs.component
+class JointBodyA:
+    """Fixed joint (``joint`` archetype): body row of the first body."""
+
+    value: wp.int32
+
+
+@ecs.component
+class JointBodyB:
+    """Fixed joint: body row of the second body."""
+
+    value: wp.int32
+
+
+@ecs.component
+class JointAnchorA:
+    """Fixed joint: attachment point in body A's frame [m]."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class JointAnchorB:
+    """Fixed joint: attachment point in body B's frame [m]; the solver keeps both points together."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class JointRotation:
+    """Fixed joint: B's orientation relative to A's, ``inverse(q_a) * q_b``, that the solver holds."""
+
+    value: wp.quat
+
+
+BODY_COMPONENTS = (
+    Position,
+    Rotation,
+    LinearVelocity,
+    AngularVelocity,
+    Mass,
+    InvInertia,
+    BodyResponse,
+    Friction,
+    Restitution,
+    Force,
+    Torque,
+    PrevPosition,
+    PrevRotation,
+    LockedBy,
+)
+JOINT_COMPONENTS = (JointBodyA, JointBodyB, JointAnchorA, JointAnchorB, JointRotation)
+
+
+# -- device functions ------------------------------------------------------------------------------
+
+
+@wp.func
+def movable(response: wp.int32, locked_by: wp.int32) -> bool:
+    """Whether the solver moves the body in response to forces, contacts and joints."""
+    return response == DYNAMIC and locked_by == 0
+
+
+@wp.func
+def inverse_mass(mass: float, response: wp.int32, locked_by: wp.int32) -> float:
+    if movable(response, locked_by) and mass > 0.0:
+        return 1.0 / mass
+    return 0.0
+
+
+@wp.func
+def rotate_by(q: wp.quat, dw: wp.vec3) -> wp.quat:
+    """``q`` turned by the small rotation vector ``dw`` (world frame), renormalised."""
+    return wp.normalize(q + wp.quat(dw[0], dw[1], dw[2], 0.0) * q * 0.5)
+
+
+@wp.func
+def world_inv_inertia_apply(q: wp.quat, inv_inertia: wp.mat33, v: wp.vec3) -> wp.vec3:
+    """World-frame inverse inertia times ``v``: ``R I^-1 R^T v``."""
+    return wp.quat_rotate(q, inv_inertia * wp.quat_rotate_inv(q, v))
+
+
+@wp.func
+def generalized_inverse_mass(inv_m: float, q: wp.quat, inv_inertia: wp.mat33, r: wp.vec3, n: wp.vec3) -> float:
+    """Inverse mass seen by a correction along unit ``n`` at offset ``r`` from the centre of mass."""
+    if inv_m == 0.0:
+        return 0.0
+    rn = wp.quat_rotate_inv(q, wp.cross(r, n))
+    return inv_m + wp.dot(rn, inv_inertia * rn)
+
+
+@wp.func
+def angular_inverse_mass(inv_m: float, q: wp.quat, inv_inertia: wp.mat33, axis: wp.vec3) -> float:
+    if inv_m == 0.0:
+        return 0.0
+    a = wp.quat_rotate_inv(q, axis)
+    return wp.dot(a, inv_inertia * a)

@@ -1,0 +1,60 @@
+"""A minimal physics environment for the tests: the physics archetypes and systems, nothing else.
+
+Scenes are written into the tables with ``physics.load_scene`` after the simulation is built; the
+env has no reset system and no horizon, so ``reset()`` leaves the bodies alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import ecs
+from systems import physics
+from systems.geometry import ShapeType
+from systems.physics import BodySpec
+from systems.rigid_body import Response
+
+
+@dataclass(frozen=True)
+class SceneConfig:
+    """Nothing to configure beyond physics; the dataclass only satisfies EnvSpec."""
+
+
+def make_env(
+    cfg: physics.PhysicsConfig, *, extra_systems: Sequence[ecs.System] = (), name: str = "physics_test", **kw: Any
+) -> ecs.EnvSpec:
+    return ecs.EnvSpec(
+        name=name,
+        config=SceneConfig(),
+        archetypes=[*physics.archetypes(cfg), *kw.pop("archetypes", ())],
+        singletons=[*physics.singletons(), *kw.pop("singletons", ())],
+        systems=[*physics.systems(), *extra_systems],
+        resources={**physics.resources(cfg), **kw.pop("resources", {})},
+        **kw,
+    )
+
+
+def build(
+    bodies: Sequence[BodySpec] | Callable[[int], Sequence[BodySpec]],
+    cfg: physics.PhysicsConfig | None = None,
+    *,
+    num_worlds: int = 1,
+    device: str = "cpu",
+    **kw: Any,
+) -> ecs.BatchSim:
+    cfg = cfg or physics.PhysicsConfig()
+    sim = ecs.BatchSim(make_env(cfg, **kw), num_worlds, device=device)
+    physics.load_scene(sim, bodies)
+    return sim
+
+
+def column(sim: ecs.BatchSim, name: str, archetype: str = "body") -> np.ndarray:
+    return sim.tables[archetype][name].numpy().copy()
+
+
+def floor(friction: float = 0.5, restitution: float = 0.0) -> BodySpec:
+    return BodySpec(ShapeType.PLANE, response=Response.STATIC, friction=friction, restitution=restitution)

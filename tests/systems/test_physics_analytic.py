@@ -1,0 +1,218 @@
+"""The XPBD solver against closed-form mechanics, invariants of resting and pushed bodies, and bad input.
+
+Each test states its tolerance next to the assertion. The solver integrates with semi-implicit
+Euler at substep ``h = dt / substeps`` (1/120 s by default), so closed forms are met up to an
+O(h) error whose size each test works out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import ecs
+from systems import physics
+from systems.geometry import ShapeType
+from systems.physics import BodySpec, PhysicsConfig
+from systems.rigid_body import Response
+
+from . import scene
+
+G = 9.8
+
+
+def run(sim: ecs.BatchSim, steps: int, *columns: str) -> dict[str, np.ndarray]:
+    """Steps ``steps`` times; returns each column per step, ``[steps, num_worlds, rows, ...]``."""
+    out = {c: [] for c in columns}
+    for _ in range(steps):
+        sim.step()
+        for c in columns:
+            out[c].append(scene.column(sim, c))
+    return {c: np.stack(v) for c, v in out.items()}
+
+
+def test_free_fall_matches_the_discrete_and_the_exact_parabola():
+    cfg = PhysicsConfig()
+    sim = scene.build([BodySpec(ShapeType.SPHERE, size=(0.1, 0, 0), position=(0.0, 0.0, 10.0))], cfg)
+    z = run(sim, 30, "position")["position"][:, 0, 0, 2]
+    h = cfg.physics_dt / cfg.physics_substeps
+    n = np.arange(1, 31) * cfg.physics_substeps
+    # Semi-implicit Euler: z_n = z0 - g h^2 n (n + 1) / 2, up to float32 rounding. XPBD takes the
+    # velocity from the position change, (x - x_prev) / h, which turns the rounding of x (2^-24
+    # |x|, 0.6 um at 10 m) into up to 7e-5 m/s per substep; over n = 120 substeps the position
+    # can drift by up to n^2 / 2 * 0.6 um = 4.3 mm. We allow 5 mm.
+    np.testing.assert_allclose(z, 10.0 - G * h * h * n * (n + 1) / 2, atol=5e-3)
+    # The exact parabola, within the scheme's known lag g h t / 2 (4.1 cm after 1 s) plus rounding.
+    t = n * h
+    assert np.all(np.abs(z - (10.0 - G * t * t / 2)) <= G * h * t / 2 + 5e-3)
+
+
+@pytest.mark.parametrize("mu", [0.2, 0.5])
+def test_box_sliding_on_a_plane_stops_at_the_coulomb_distance(mu):
+    v0 = 3.0
+    bodies = [
+        scene.floor(friction=mu),
+        BodySpec(
+            ShapeType.BOX, size=(0.25, 0.25, 0.25), position=(0, 0, 0.25), friction=mu, linear_velocity=(v0, 0, 0)
+        ),
+    ]
+    sim = scene.build(bodies)
+    traj = run(sim, 120, "position", "linear_velocity")
+    x = traj["position"][:, 0, 1, 0]
+    v = traj["linear_velocity"][:, 0, 1, 0]
+    expected = v0 * v0 / (2 * mu * G)  # 2.30 m at mu 0.2, 0.92 m at mu 0.5
+    assert abs(v[-1]) < 1e-3, "the box must have stopped"
+    # Friction acts per substep, so the stop lags by up to one substep at v0 (2.5 cm) plus solver
+    # slack in the normal impulse; 3 % of the distance covers both.
+    assert x[-1] == pytest.approx(expected, rel=0.03)
+    # It slows uniformly at mu g while sliding: compare the speed after 0.2 s.
+    assert v[5] == pytest.approx(v0 - mu * G * 6 / 30, abs=0.05)
+    # Sliding on a plane must not tip it.
+    assert np.abs(traj["position"][:, 0, 1, 2] - 0.25).max() < 3e-3
+
+
+@pytest.mark.parametrize("e", [0.5, 0.8])
+def test_bouncing_sphere_rebounds_to_e_squared_of_its_drop(e):
+    r, drop = 0.1, 1.0
+    bodies = [
+        scene.floor(restitution=e),
+        BodySpec(ShapeType.SPHERE, size=(r, 0, 0), position=(0, 0, r + drop), restitution=e),
+    ]
+    cfg = PhysicsConfig(physics_substeps=8)
+    sim = scene.build(bodies, cfg)
+    z = run(sim, 60, "position")["position"][:, 0, 1, 2] - r
+    first = int(np.argmin(z[:20]))
+    apex = z[first:].max()
+    # The contact is met up to one substep late (v h = 4.4 cm / 8 substeps of travel at impact
+    # speed 4.4 m/s), and the apex is sampled once per step (v = g t near the apex: < 1 mm);
+    # together they bound the rebound within 0.03 m of e^2 * drop.
+    assert apex == pytest.approx(e * e * drop, abs=0.03)
+
+
+def test_resting_stack_of_three_boxes_drifts_less_than_a_millimetre_in_10_s():
+    half = 0.25
+    bodies = [scene.floor()] + [
+        BodySpec(ShapeType.BOX, size=(half,) * 3, position=(0, 0, half * (1 + 2 * i))) for i in range(3)
+    ]
+    sim = scene.build(bodies)
+    run(sim, 30, "position")  # settle for 1 s
+    start = scene.column(sim, "position")[0, 1:4]
+    traj = run(sim, 300, "position")["position"][:, 0, 1:4]
+    drift = np.linalg.norm(traj - start, axis=-1).max()
+    assert drift < 1e-3, f"stack drifted {drift * 1000:.2f} mm"
+    # The settled stack overlaps by at most a few millimetres (bounded penetration).
+    assert np.abs(start[:, 2] - half * np.array([1, 3, 5])).max() < 5e-3
+
+
+def test_sphere_driven_into_a_wall_never_passes_through():
+    r, force, wall_x, half = 0.15, 100.0, 1.0, 0.1
+    bodies = [
+        scene.floor(friction=0.01),
+        BodySpec(ShapeType.BOX, size=(half, 2.0, 1.0), position=(wall_x + half, 0, 1.0), response=Response.STATIC),
+        BodySpec(ShapeType.SPHERE, size=(r, 0, 0), position=(0.0, 0, r), friction=0.01),
+    ]
+    sim = scene.build(bodies)
+    force_col = sim.tensor("body", "force")
+    force_col[:, 2, 0] = force  # 100 N on 1 kg: 100 m/s^2, the wall is reached in 0.14 s
+    traj = run(sim, 1000, "position")["position"][:, 0, 2, 0]
+    worst = (traj + r - wall_x).max()
+    # Each substep can push the sphere force * h^2 / m = 7 mm into the wall before the solver
+    # pushes it back out; at the end of a step the overlap must be under that bound.
+    assert worst < force / 1.0 * (1 / 120) ** 2, f"overlap {worst * 1000:.1f} mm"
+    assert traj[-1] > wall_x - r - 0.01, "the sphere must stay against the wall"
+
+
+def test_every_shape_comes_to_rest_on_the_floor_without_sinking():
+    S = ShapeType
+    # One scene per world: (bodies on the floor, the lowest point of each body relative to its centre).
+    scenes = [
+        [BodySpec(S.SPHERE, size=(0.2, 0, 0), position=(0, 0, 0.5))],
+        [BodySpec(S.CAPSULE, size=(0.1, 0.3, 0), position=(0, 0, 0.8), rotation=(0.3, 0.2, 0.0, 0.93))],
+        [BodySpec(S.BOX, size=(0.3, 0.2, 0.1), position=(0, 0, 0.5), rotation=(0.1, 0.3, 0.2, 0.93))],
+        [BodySpec(S.WEDGE, size=(0.5, 0.4, 0.5), position=(0, 0, 0.6), rotation=(0.0, 0.0, 0.38, 0.92))],
+        [
+            BodySpec(S.BOX, size=(0.2, 0.2, 0.2), position=(0, 0, 0.2)),
+            BodySpec(S.BOX, size=(0.2, 0.2, 0.2), position=(0, 0, 0.7)),
+        ],
+        [
+            BodySpec(S.WEDGE, size=(0.5, 0.4, 0.5), position=(0, 0, 1.0 / 3.0)),
+            BodySpec(S.SPHERE, size=(0.15, 0, 0), position=(0.1, 0, 1.2)),
+        ],
+        [
+            BodySpec(S.CAPSULE, size=(0.1, 0.2, 0), position=(0, 0, 0.1), rotation=(0.7071, 0, 0, 0.7071)),
+            BodySpec(S.BOX, size=(0.15, 0.15, 0.15), position=(0, 0, 0.6)),
+        ],
+    ]
+    sim = scene.build(lambda w: [scene.floor(), *scenes[w]], num_worlds=len(scenes))
+    run(sim, 150, "position")
+    pos = scene.column(sim, "position")
+    vel = scene.column(sim, "linear_velocity")
+    assert np.all(np.isfinite(pos))
+    # Nothing sinks into the floor by more than 5 mm (checked through the contact depths).
+    depth = scene.column(sim, "contact_depth", "contact")
+    alive = scene.column(sim, "alive", "contact").astype(bool)
+    assert depth[alive].max() < 5e-3
+    # Sphere, capsule, wedge and the aligned box stack settle (under 5 cm/s after 5 s).
+    for w in (0, 1, 3, 4):
+        speed = np.linalg.norm(vel[w, 1 : 1 + len(scenes[w])], axis=-1).max()
+        assert speed < 0.05, f"world {w}: still moving at {speed:.3f} m/s"
+    # Known limitation: the flat box that landed on a corner keeps rocking slightly about its
+    # manifold centroid and creeps at a few cm/s (the solver's normal constraint acts at the
+    # centroid); bound it so that a regression to real instability fails.
+    assert np.linalg.norm(vel[2, 1]) < 0.1
+    np.testing.assert_allclose(pos[4, 1:3, 2], (0.2, 0.6), atol=5e-3)
+    assert pos[0, 1, 2] == pytest.approx(0.2, abs=5e-3)
+    # The sphere dropped on the slope rolls down and off it; the box dropped on a lying capsule stays above it.
+    assert pos[5, 2, 0] < -0.3
+    assert pos[6, 2, 2] > pos[6, 1, 2]
+
+
+def test_contact_table_overflow_names_the_world_and_the_capacity():
+    cfg = PhysicsConfig(max_contacts=3)
+    bodies = [scene.floor(), BodySpec(ShapeType.BOX, size=(0.25, 0.25, 0.25), position=(0, 0, 0.24))]
+    sim = scene.build(lambda w: bodies if w == 1 else bodies[:1], cfg, num_worlds=2)
+    with pytest.raises(ecs.CapacityError, match=r"'contact' is full.*first in world 1.*capacity is 3"):
+        sim.step()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (BodySpec(ShapeType.SPHERE, size=(0.0, 0, 0)), r"body 1 \(sphere\): radius \(size\[0\]\) is 0.0"),
+        (BodySpec(ShapeType.BOX, size=(0.5, -0.1, 0.5)), r"body 1 \(box\): half extent y \(size\[1\]\) is -0.1"),
+        (BodySpec(ShapeType.CAPSULE, size=(0.1, float("nan"), 0)), r"body 1 \(capsule\): size .* is not finite"),
+        (BodySpec(ShapeType.WEDGE, position=(0, float("nan"), 0)), r"body 1 \(wedge\): position .* is not finite"),
+        (BodySpec(ShapeType.BOX, rotation=(0, 0, 0, 0)), r"body 1 \(box\): rotation .* not a finite non-zero"),
+        (BodySpec(ShapeType.BOX, mass=0.0), r"body 1 \(box\): mass is 0.0"),
+        (BodySpec(ShapeType.SPHERE, size=(0.1, 0, 0), mass=-2.0), r"body 1 \(sphere\): mass is -2.0"),
+        (BodySpec(ShapeType.PLANE), r"body 1 \(plane\): a plane must be static"),
+    ],
+)
+def test_bad_bodies_are_refused_when_the_scene_is_built(spec, message):
+    with pytest.raises(ecs.ConfigError, match=message):
+        scene.build([scene.floor(), spec])
+
+
+def test_check_bodies_names_world_and_row_of_a_bad_live_row():
+    sim = scene.build([scene.floor(), BodySpec(ShapeType.BOX)], num_worlds=3)
+    physics.check_bodies(sim)  # a valid scene passes
+    sim.tensor("body", "mass")[2, 1] = -1.0
+    with pytest.raises(ecs.SchemaError, match=r"body row 1 of world 2: mass is -1.0"):
+        physics.check_bodies(sim)
+
+
+def test_find_nan_names_the_system_and_the_world():
+    bodies = [scene.floor(), BodySpec(ShapeType.BOX, size=(0.25, 0.25, 0.25), position=(0, 0, 1.0))]
+    sim = scene.build(bodies, num_worlds=4)
+    sim.find_nan(3)  # all finite: returns quietly
+    sim.tensor("body", "force")[2, 1, 0] = math.inf  # an external force goes bad in world 2
+    with pytest.raises(ecs.EcsError, match=r"before the step: table/body/force\[2, 1, 0\]"):
+        sim.find_nan(1)
+    sim.tensor("body", "force")[2, 1, 0] = 0.0
+    sim.tensor("body", "mass")[2, 1] = 0.0  # zero mass slips past the build check: 1 / 0 in the solver
+    with pytest.raises(
+        ecs.EcsError, match=r"after system 'step_bodies' \(COLLIDE\): table/body/\w+\[2, 1.*in world 2 \(1 world"
+    ):
+        sim.find_nan(1)
