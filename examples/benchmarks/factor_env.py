@@ -28,6 +28,8 @@ from typing import Any
 import warp as wp
 
 import ecs
+from envs.cartpole import kernels as cartpole_kernels
+from envs.cartpole.env import CartPosition, CartVelocity, PoleAngle, PoleAngularVelocity, Push, State
 
 wp.set_module_options({"enable_backward": False})
 
@@ -57,48 +59,6 @@ class FactorConfig:
             raise ValueError(f"compute_factor must be >= 1, got {self.compute_factor}")
 
 
-@ecs.component(singleton=True)
-class CartPosition:
-    """Cart position along the track [m]."""
-
-    value: wp.float32
-
-
-@ecs.component(singleton=True)
-class CartVelocity:
-    """Cart velocity [m/s]."""
-
-    value: wp.float32
-
-
-@ecs.component(singleton=True)
-class PoleAngle:
-    """Pole angle from upright [rad]."""
-
-    value: wp.float32
-
-
-@ecs.component(singleton=True)
-class PoleAngularVelocity:
-    """Pole angular velocity [rad/s]."""
-
-    value: wp.float32
-
-
-@ecs.component(singleton=True)
-class Push:
-    """Action: 0 pushes the cart left, 1 right."""
-
-    value: wp.int32
-
-
-@ecs.component(singleton=True)
-class State:
-    """Observation (x, x_dot, theta, theta_dot)."""
-
-    value: wp.vec4
-
-
 @wp.func
 def step_factor(
     # Resources:
@@ -117,29 +77,18 @@ def step_factor(
     world_pole_angle_out: float,
     world_pole_angular_velocity_out: float,
 ):
-    """``compute_factor`` explicit Euler substeps of the cart-pole equations (Gymnasium's order)."""
+    """``compute_factor`` substeps of cartpole's own Euler step, ``tau / compute_factor`` each."""
     x = world_cart_position_out
     x_dot = world_cart_velocity_out
     theta = world_pole_angle_out
     theta_dot = world_pole_angular_velocity_out
-    force = wp.where(world_push_in == 1, force_mag, -force_mag)
-    total_mass = masspole + masscart
-    polemass_length = masspole * length
     dt = tau
     if compute_factor > 1:
         dt = tau / float(compute_factor)
     for _ in range(compute_factor):
-        costheta = wp.cos(theta)
-        sintheta = wp.sin(theta)
-        temp = (force + polemass_length * theta_dot * theta_dot * sintheta) / total_mass
-        thetaacc = (gravity * sintheta - costheta * temp) / (
-            length * (4.0 / 3.0 - masspole * costheta * costheta / total_mass)
+        x, x_dot, theta, theta_dot = cartpole_kernels.step_cartpole(
+            gravity, masscart, masspole, length, dt, force_mag, world_push_in, x, x_dot, theta, theta_dot
         )
-        xacc = temp - polemass_length * thetaacc * costheta / total_mass
-        x = x + dt * x_dot
-        x_dot = x_dot + dt * xacc
-        theta = theta + dt * theta_dot
-        theta_dot = theta_dot + dt * thetaacc
     return x, x_dot, theta, theta_dot
 
 
@@ -155,45 +104,6 @@ def carry_pad(
 
 
 @wp.func
-def judge_factor(
-    # Resources:
-    x_threshold: float,
-    theta_threshold_radians: float,
-    # Components in:
-    world_cart_position_in: float,
-    world_pole_angle_in: float,
-    # Components out:
-    world_reward_out: float,
-    world_terminated_out: wp.bool,
-):
-    """Reward 1 on every step; terminate outside the thresholds."""
-    x = world_cart_position_in
-    theta = world_pole_angle_in
-    fell = x < -x_threshold or x > x_threshold or theta < -theta_threshold_radians or theta > theta_threshold_radians
-    return 1.0, fell
-
-
-@wp.func
-def reset_factor(
-    # Resources:
-    reset_noise: float,
-    # Components out:
-    world_rng_out: wp.uint32,
-    world_cart_position_out: float,
-    world_cart_velocity_out: float,
-    world_pole_angle_out: float,
-    world_pole_angular_velocity_out: float,
-):
-    """Every state variable uniform in [-reset_noise, reset_noise]."""
-    state = world_rng_out
-    x = wp.randf(state, -reset_noise, reset_noise)
-    x_dot = wp.randf(state, -reset_noise, reset_noise)
-    theta = wp.randf(state, -reset_noise, reset_noise)
-    theta_dot = wp.randf(state, -reset_noise, reset_noise)
-    return state, x, x_dot, theta, theta_dot
-
-
-@wp.func
 def reset_pad(
     # Components out:
     world_pad_out: Any,
@@ -205,19 +115,6 @@ def reset_pad(
     return pad
 
 
-@wp.func
-def observe_factor(
-    # Components in:
-    world_cart_position_in: float,
-    world_cart_velocity_in: float,
-    world_pole_angle_in: float,
-    world_pole_angular_velocity_in: float,
-    # Components out:
-    world_state_out: wp.vec4,
-):
-    return wp.vec4(world_cart_position_in, world_cart_velocity_in, world_pole_angle_in, world_pole_angular_velocity_in)
-
-
 def make_factor_env(state_factor: int = 0, compute_factor: int = 1, **overrides: Any) -> ecs.EnvSpec:
     """Cartpole carrying ``state_factor`` extra floats per world and integrating in ``compute_factor`` substeps.
 
@@ -226,7 +123,7 @@ def make_factor_env(state_factor: int = 0, compute_factor: int = 1, **overrides:
     cfg = FactorConfig(state_factor=int(state_factor), compute_factor=int(compute_factor), **overrides)
     singletons = [CartPosition, CartVelocity, PoleAngle, PoleAngularVelocity, Push, State]
     physics = [ecs.System(step_factor, ecs.Phase.PHYSICS)]
-    reset = [ecs.System(reset_factor, ecs.Phase.RESET)]
+    reset = [ecs.System(cartpole_kernels.reset_cartpole, ecs.Phase.RESET)]
     if cfg.state_factor > 0:
         pad = ecs.Component(
             "pad",
@@ -244,9 +141,9 @@ def make_factor_env(state_factor: int = 0, compute_factor: int = 1, **overrides:
         singletons=singletons,
         systems=[
             *physics,
-            ecs.System(judge_factor, ecs.Phase.REWARD),
+            ecs.System(cartpole_kernels.judge_cartpole, ecs.Phase.REWARD),
             *reset,
-            ecs.System(observe_factor, ecs.Phase.OBSERVE),
+            ecs.System(cartpole_kernels.observe_cartpole, ecs.Phase.OBSERVE),
         ],
         actions={"push": ecs.Action(Push, low=0, high=1)},
         observations={"state": ecs.Observation(State)},
