@@ -11,6 +11,7 @@ import ecs
 _REGISTRY = {
     "cartpole": "envs.cartpole",
     "foraging": "envs.foraging",
+    "hide_and_seek": "envs.hide_and_seek",
 }
 
 

@@ -1,0 +1,457 @@
+"""Hide-and-seek: hiders and seekers with boxes, ramps and walls in a physics world (OpenAI's hide-and-seek,
+as ported to a batch simulator by Madrona). Numbers from ``SPEC-hide-and-seek.md``; differences in the README.
+
+Six agent slots per world: hiders first (slots 0..2), then seekers (3..5); a level uses 1..3 of each
+and the unused slots are padded (``active`` 0, observations 0, reward 0).
+
+| Action | shape | values |
+|---|---|---|
+| ``move`` | ``[num_worlds, 6, 3]`` int32 | bins 0..10 for force along world x, force along world y, torque about z; 5 = none; full scale ``move_force`` [N], ``turn_torque`` [N m] |
+| ``grab`` | ``[num_worlds, 6]`` int32 | 1: hold the reach target (nearest visible box or ramp within ``reach_distance``) with a fixed joint while 1; 0 releases |
+| ``lock`` | ``[num_worlds, 6]`` int32 | a press (0 -> 1) locks the unlocked reach target for the agent's team, or unlocks it if the team locked it |
+
+| Observation | shape | meaning |
+|---|---|---|
+| ``self`` | ``[num_worlds, 6, 11]`` float32 | position (3) [m], velocity (3) [m/s], cos yaw, sin yaw, yaw rate [rad/s], team (0 hider, 1 seeker), preparation fraction in [0, 1] |
+| ``agents`` | ``[num_worlds, 6, 5, 7]`` float32 | the other 5 slots in slot order: position and velocity relative to the agent in its heading frame (3 + 3), team |
+| ``boxes`` | ``[num_worlds, 6, max_boxes, 13]`` float32 | relative position (3), velocity (3) in the heading frame, cos and sin of the relative yaw, full size (3) [m], locked, locked by my team |
+| ``ramps`` | ``[num_worlds, 6, 2, 13]`` float32 | as ``boxes`` |
+| ``lidar`` | ``[num_worlds, 6, lidar_rays]`` float32 | distance to the first hit per ray [m], a miss reads ``lidar_range``; ray k at 2 pi k / n from the heading |
+| ``agents_mask``, ``boxes_mask``, ``ramps_mask`` | ``[num_worlds, 6, 5 / max_boxes / 2]`` float32 | 1 where that entity exists, lies in the 135 degree view cone and is not occluded |
+| ``active`` | ``[num_worlds, 6]`` float32 | 1 for the slots in use |
+
+| Reward | shape | value |
+|---|---|---|
+| ``sim.rewards`` | ``[num_worlds, 6]`` float32 | hiders +1 if no seeker sees any hider, else -1; seekers the negation; ``out_of_bounds_reward`` (-10) for an agent outside the floor square; 0 during preparation and for unused slots |
+
+| Reset | |
+|---|---|
+| level | the fixed layout (``fixed_*`` fields) when ``fixed_agents`` is not empty, else a procedural level drawn on the device from the world's RNG: outside walls with probability ``outside_walls_prob``, 1..``max_rooms`` rooms split by walls with doors, 3..9 boxes (at least ``min_elongated_boxes`` elongated), 2 ramps, 1..3 hiders and 1..3 seekers, teammates within ``team_spawn_radius``, nothing overlapping |
+| state | velocities, forces, locks and grabs cleared |
+
+| Termination | |
+|---|---|
+| terminated | never |
+| truncated | ``max_episode_steps`` (240) steps |
+
+One step, in phase order: ACT ``act_agents`` (locks, grabs as fixed joints, drive forces; seekers frozen
+during preparation; it acts on the reach targets sensed with the last observation); PHYSICS ``find_pairs``;
+COLLIDE ``step_bodies``; REWARD ``reward_teams``; RESET ``reset_level``; SENSE ``cast_lidar``,
+``observe_visibility``, ``find_reach_targets``; OBSERVE ``observe_agents``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+import ecs
+from systems import physics, raycast
+from systems.locking import Team
+
+from . import kernels
+from .kernels import MAX_TEAM, NUM_AGENTS, NUM_RAMPS, Kind
+
+DEFAULT_YAML = os.path.join(os.path.dirname(__file__), "hide_and_seek.yaml")
+
+
+@dataclass(frozen=True)
+class HideAndSeekConfig:
+    """Hide-and-seek parameters; defaults follow OpenAI's full environment except where the README says."""
+
+    floor_size: float = 6.0  # m, side of the square floor centred on the origin (the play area)
+    wall_thickness: float = 0.2  # m
+    wall_height: float = 1.0  # m
+    door_width: float = 0.4  # m, gap left in each inner wall (2 cells of OpenAI's 0.2 m grid)
+    outside_walls_prob: float = 0.5  # probability that a procedural level has walls around the floor
+    max_rooms: int = 4  # rooms of a procedural level, 1..4
+    random_room_number: bool = True  # draw 1..max_rooms rooms per reset, else always max_rooms
+    min_hiders: int = 1  # 1..3
+    max_hiders: int = 3  # min_hiders..3
+    min_seekers: int = 1  # 1..3
+    max_seekers: int = 3  # min_seekers..3
+    min_boxes: int = 3  # boxes per procedural level, >= 0
+    max_boxes: int = 9  # also the box capacity (rows and observation slots), >= 1
+    min_elongated_boxes: int = 3  # at least this many of the boxes are elongated
+    box_size: float = 0.5  # m, edge of a cube box
+    elongated_box_scale: tuple[float, float, float] = (3.3, 0.3, 1.0)  # elongated box = box_size * scale
+    ramp_size: tuple[float, float, float] = (0.5, 0.5, 0.5)  # m, full extents of a ramp's bounding box (45 degrees)
+    agent_radius: float = 0.15  # m
+    agent_mass: float = 1.0  # kg
+    box_mass: float = 1.0  # kg
+    ramp_mass: float = 1.0  # kg
+    floor_friction: float = 0.2
+    box_friction: float = 0.2
+    agent_friction: float = 0.01
+    ramp_friction: float = 0.01
+    wall_friction: float = 0.01
+    team_spawn_radius: float = 0.5  # m, teammates start within this distance of their team's first agent
+    placement_clearance: float = 0.05  # m, free gap around every placed object
+    max_walls: int = 12  # wall rows per world
+    move_force: float = 20.0  # N at bin 0 or 10
+    turn_torque: float = 0.3  # N m at bin 0 or 10
+    move_damping: float = 8.0  # 1/s, drag on an agent's own velocity
+    turn_damping: float = 4.0  # 1/s, drag on an agent's yaw rate
+    lidar_rays: int = 30
+    lidar_range: float = 6.0  # m
+    view_cone_degrees: float = 135.0  # full angle of the view cone
+    reach_distance: float = 0.25  # m between surfaces, for grab and lock
+    prep_fraction: float = 0.4  # share of the horizon that is preparation
+    out_of_bounds_reward: float = -10.0
+    max_episode_steps: int = 240
+    physics_dt: float = 1.0 / 30.0  # s per step
+    physics_substeps: int = 4
+    gravity: float = -9.8  # m/s^2
+    # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
+    fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
+    fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)
+    fixed_ramps: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw); the slope rises towards the ramp's +x
+    fixed_agents: tuple[tuple[float, ...], ...] = ()  # (team, x, y, yaw), team 0 hider, 1 seeker
+
+    def __post_init__(self) -> None:
+        positive = ("floor_size", "wall_thickness", "wall_height", "door_width", "box_size", "agent_radius")
+        positive += ("agent_mass", "box_mass", "ramp_mass", "lidar_range", "physics_dt", "reach_distance")
+        for name in positive:
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {v}")
+        for lo, hi in (("min_hiders", "max_hiders"), ("min_seekers", "max_seekers")):
+            a, b = getattr(self, lo), getattr(self, hi)
+            if not 1 <= a <= b <= MAX_TEAM:
+                raise ValueError(f"team sizes need 1 <= {lo} <= {hi} <= {MAX_TEAM}, got {lo}={a}, {hi}={b}")
+        if not 0 <= self.min_boxes <= self.max_boxes or self.max_boxes < 1:
+            raise ValueError(
+                f"boxes need 0 <= min_boxes <= max_boxes, max_boxes >= 1; got {self.min_boxes}, {self.max_boxes}"
+            )
+        if not 1 <= self.max_rooms <= 4:
+            raise ValueError(f"max_rooms must be in 1..4, got {self.max_rooms}")
+        if not 0.0 <= self.outside_walls_prob <= 1.0 or not 0.0 <= self.prep_fraction < 1.0:
+            raise ValueError("outside_walls_prob must be in [0, 1] and prep_fraction in [0, 1)")
+        if self.max_walls < 10:
+            raise ValueError(
+                f"max_walls must be >= 10 (4 outside walls and 3 inner walls with doors), got {self.max_walls}"
+            )
+        if self.lidar_rays < 1 or self.physics_substeps < 1 or self.max_episode_steps < 1:
+            raise ValueError("lidar_rays, physics_substeps and max_episode_steps must be >= 1")
+        if not 0 < self.view_cone_degrees <= 360:
+            raise ValueError(f"view_cone_degrees must be in (0, 360], got {self.view_cone_degrees}")
+        if any(not (math.isfinite(v) and v > 0) for v in (*self.elongated_box_scale, *self.ramp_size)):
+            raise ValueError("elongated_box_scale and ramp_size entries must be finite and > 0")
+        check_layout(self)
+
+    @property
+    def fixed(self) -> bool:
+        """Whether every reset uses the fixed layout."""
+        return bool(self.fixed_agents)
+
+    @property
+    def prep_steps(self) -> int:
+        """Steps of the preparation phase (episode steps 1..prep_steps)."""
+        return round(self.prep_fraction * self.max_episode_steps)
+
+
+# -- fixed layouts -----------------------------------------------------------------------------
+
+
+def _footprints(cfg: HideAndSeekConfig) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, xy corners...) of every fixed object as a convex polygon (its footprint)."""
+
+    def rect(x: float, y: float, yaw: float, hx: float, hy: float) -> np.ndarray:
+        c, s = math.cos(yaw), math.sin(yaw)
+        local = np.array([[-hx, -hy], [hx, -hy], [hx, hy], [-hx, hy]])
+        return local @ np.array([[c, s], [-s, c]]) + np.array([x, y])
+
+    out = []
+    for i, w in enumerate(cfg.fixed_walls):
+        x0, y0, x1, y1, t, _h = w
+        length = math.hypot(x1 - x0, y1 - y0)
+        out.append(
+            (
+                f"fixed_walls[{i}]",
+                "wall",
+                rect((x0 + x1) / 2, (y0 + y1) / 2, math.atan2(y1 - y0, x1 - x0), length / 2 + t / 2, t / 2),
+            )
+        )
+    for i, b in enumerate(cfg.fixed_boxes):
+        sx, sy = (b[3], b[4]) if len(b) == 6 else (cfg.box_size, cfg.box_size)
+        out.append((f"fixed_boxes[{i}]", "box", rect(b[0], b[1], b[2], sx / 2, sy / 2)))
+    for i, r in enumerate(cfg.fixed_ramps):
+        hx, hy = cfg.ramp_size[0] / 2, cfg.ramp_size[1] / 2
+        # The wedge's origin is its centroid: the footprint runs from -4/3 hx to 2/3 hx along its x.
+        c, s = math.cos(r[2]), math.sin(r[2])
+        cx, cy = r[0] - c * hx / 3, r[1] - s * hx / 3
+        out.append((f"fixed_ramps[{i}]", "ramp", rect(cx, cy, r[2], hx, hy)))
+    for i, a in enumerate(cfg.fixed_agents):
+        rr = cfg.agent_radius
+        out.append((f"fixed_agents[{i}]", "agent", rect(a[1], a[2], 0.0, rr, rr)))
+    return out
+
+
+def _overlap(p: np.ndarray, q: np.ndarray) -> bool:
+    """Separating-axis test of two convex polygons (touching does not count)."""
+    for poly in (p, q):
+        for k in range(len(poly)):
+            e = poly[(k + 1) % len(poly)] - poly[k]
+            n = np.array([-e[1], e[0]])
+            a, b = p @ n, q @ n
+            if a.max() <= b.min() + 1e-9 or b.max() <= a.min() + 1e-9:
+                return False
+    return True
+
+
+def check_layout(cfg: HideAndSeekConfig) -> None:
+    """Raises ``ValueError`` naming the offending entry of a fixed layout (shape, count, bounds, overlap)."""
+    sizes = {"fixed_walls": (6,), "fixed_boxes": (3, 6), "fixed_ramps": (3,), "fixed_agents": (4,)}
+    for name, allowed in sizes.items():
+        for i, entry in enumerate(getattr(cfg, name)):
+            if len(entry) not in allowed or not all(math.isfinite(v) for v in entry):
+                raise ValueError(f"{name}[{i}] = {entry}: needs {' or '.join(map(str, allowed))} finite numbers")
+    if not cfg.fixed:
+        if cfg.fixed_walls or cfg.fixed_boxes or cfg.fixed_ramps:
+            raise ValueError("a fixed layout needs fixed_agents (at least one hider and one seeker)")
+        return
+    if len(cfg.fixed_walls) > cfg.max_walls:
+        raise ValueError(f"fixed_walls has {len(cfg.fixed_walls)} walls; the capacity is max_walls = {cfg.max_walls}")
+    if len(cfg.fixed_boxes) > cfg.max_boxes:
+        raise ValueError(f"fixed_boxes has {len(cfg.fixed_boxes)} boxes; the capacity is max_boxes = {cfg.max_boxes}")
+    if len(cfg.fixed_ramps) > NUM_RAMPS:
+        raise ValueError(f"fixed_ramps has {len(cfg.fixed_ramps)} ramps; the capacity is {NUM_RAMPS}")
+    for i, w in enumerate(cfg.fixed_walls):
+        if not (w[4] > 0 and w[5] > 0 and math.hypot(w[2] - w[0], w[3] - w[1]) > 0):
+            raise ValueError(f"fixed_walls[{i}] = {w}: needs a length, thickness and height > 0")
+    for i, b in enumerate(cfg.fixed_boxes):
+        if len(b) == 6 and not min(b[3:]) > 0:
+            raise ValueError(f"fixed_boxes[{i}] = {b}: sizes must be > 0")
+    for i, a in enumerate(cfg.fixed_agents):
+        if a[0] not in (0, 1):
+            raise ValueError(f"fixed_agents[{i}] = {a}: team must be 0 (hider) or 1 (seeker)")
+    for team, label in ((0, "hiders"), (1, "seekers")):
+        n = sum(1 for a in cfg.fixed_agents if a[0] == team)
+        if not 1 <= n <= MAX_TEAM:
+            raise ValueError(f"fixed_agents has {n} {label}; a team needs 1..{MAX_TEAM} agents")
+    feet = _footprints(cfg)
+    half = cfg.floor_size / 2
+    for name, kind, poly in feet:
+        if kind != "wall" and (np.abs(poly) > half + 1e-9).any():
+            raise ValueError(f"{name} lies (partly) outside the floor square [-{half}, {half}]^2")
+    for i, (name_a, kind_a, pa) in enumerate(feet):
+        for name_b, kind_b, pb in feet[i + 1 :]:
+            if kind_a == "wall" and kind_b == "wall":
+                continue  # walls may meet and cross
+            if _overlap(pa, pb):
+                raise ValueError(f"{name_a} overlaps {name_b}")
+
+
+def _layout_params(cfg: HideAndSeekConfig) -> list[ecs.Param]:
+    """The fixed layout as per-world parameters read whole by ``reset_level`` (one padding row each)."""
+    walls = np.zeros((max(1, len(cfg.fixed_walls)), 6), np.float32)
+    for i, w in enumerate(cfg.fixed_walls):
+        walls[i] = w
+    boxes = np.zeros((max(1, len(cfg.fixed_boxes)), 6), np.float32)
+    for i, b in enumerate(cfg.fixed_boxes):
+        boxes[i] = b if len(b) == 6 else (*b, cfg.box_size, cfg.box_size, cfg.box_size)
+    ramps = np.zeros((max(1, len(cfg.fixed_ramps)), 3), np.float32)
+    for i, r in enumerate(cfg.fixed_ramps):
+        ramps[i] = r
+    agents = np.zeros((max(1, len(cfg.fixed_agents)), 4), np.float32)
+    for i, a in enumerate(cfg.fixed_agents):
+        agents[i] = a
+    return [
+        ecs.Param("fixed_walls", kernels.WallVec, walls),
+        ecs.Param("fixed_boxes", kernels.BoxVec, boxes),
+        ecs.Param("fixed_ramps", wp.vec3, ramps),
+        ecs.Param("fixed_agents", wp.vec4, agents),
+    ]
+
+
+# -- components ----------------------------------------------------------------------------------
+
+
+BodyKind = ecs.Component(
+    "kind",
+    wp.int32,
+    doc="What a body row is: a ``Kind`` (1 floor, 2 wall, 3 box, 4 ramp, 5 hider, 6 seeker; 0 unused).",
+)
+
+
+@ecs.component
+class Holding:
+    """1 while the agent holds its grab joint (joint row = agent slot), else 0."""
+
+    value: wp.int32
+
+
+@ecs.component
+class LockPressed:
+    """The agent's lock action of the last step (a lock toggles on a 0 -> 1 press)."""
+
+    value: wp.int32
+
+
+@ecs.component(singleton=True, shape=(NUM_AGENTS,))
+class Move:
+    """Action: bins 0..10 (5 = none) for force x, force y, torque z per agent slot. Exported ``[num_worlds, 6, 3]`` int32."""
+
+    value: wp.vec3i
+
+
+@ecs.component(singleton=True, shape=(NUM_AGENTS,))
+class Grab:
+    """Action: 1 holds the reach target, 0 releases. Exported ``[num_worlds, 6]`` int32."""
+
+    value: wp.int32
+
+
+@ecs.component(singleton=True, shape=(NUM_AGENTS,))
+class Lock:
+    """Action: a 0 -> 1 press locks or unlocks the reach target. Exported ``[num_worlds, 6]`` int32."""
+
+    value: wp.int32
+
+
+@ecs.component(singleton=True, shape=(NUM_AGENTS,))
+class Active:
+    """Observation: 1 for agent slots in use. Exported ``[num_worlds, 6]`` float32."""
+
+    value: wp.float32
+
+
+@ecs.component(singleton=True)
+class HidersSeen:
+    """1 when some seeker saw some hider on the last step (the reward's test), else 0."""
+
+    value: wp.int32
+
+
+@ecs.component(singleton=True, shape=(NUM_AGENTS,))
+class SelfObs:
+    """Observation ``self``: 11 features per agent slot. Exported ``[num_worlds, 6, 11]`` float32."""
+
+    value: kernels.SelfVec
+
+
+def _obs(name: str, dtype: Any, shape: tuple[int, ...], doc: str) -> ecs.Component:
+    return ecs.Component(name, dtype, shape=shape, singleton=True, doc=doc)
+
+
+def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSpec:
+    """The hide-and-seek spec from ``hide_and_seek.yaml`` (or ``config``) and keyword overrides."""
+    cfg = ecs.load_config(HideAndSeekConfig, config if config is not None else DEFAULT_YAML, **overrides)
+    first_wall_row = 1
+    first_box_row = first_wall_row + cfg.max_walls
+    first_ramp_row = first_box_row + cfg.max_boxes
+    first_agent_row = first_ramp_row + NUM_RAMPS
+    max_bodies = first_agent_row + NUM_AGENTS
+    phys = physics.PhysicsConfig(
+        physics_dt=cfg.physics_dt,
+        physics_substeps=cfg.physics_substeps,
+        gravity=cfg.gravity,
+        max_bodies=max_bodies,
+        max_pairs=256,
+        max_contacts=256,
+        max_joints=NUM_AGENTS,
+    )
+    agent = ecs.Archetype(
+        "agent",
+        (
+            raycast.BodyRow,
+            Team,
+            raycast.ReachTarget,
+            Holding,
+            LockPressed,
+            *raycast.lidar_components(cfg.lidar_rays),
+            raycast.visible_component(max_bodies),
+        ),
+        capacity=NUM_AGENTS,
+        doc="agent slots: hiders 0..2, seekers 3..5; alive = the slot is in use",
+    )
+    n, nb = NUM_AGENTS, cfg.max_boxes
+    agents_obs = _obs(
+        "agents_obs", kernels.AgentVec, (n, n - 1), "Observation ``agents``: the other slots, 7 features."
+    )
+    boxes_obs = _obs("boxes_obs", kernels.ObjectVec, (n, nb), "Observation ``boxes``: 13 features per box slot.")
+    ramps_obs = _obs("ramps_obs", kernels.ObjectVec, (n, NUM_RAMPS), "Observation ``ramps``: 13 features per ramp.")
+    lidar_obs = _obs("lidar_obs", wp.float32, (n, cfg.lidar_rays), "Observation ``lidar``: distances [m].")
+    agents_mask = _obs("agents_mask", wp.float32, (n, n - 1), "Observation: 1 where the other slot is seen.")
+    boxes_mask = _obs("boxes_mask", wp.float32, (n, nb), "Observation: 1 where the box is seen.")
+    ramps_mask = _obs("ramps_mask", wp.float32, (n, NUM_RAMPS), "Observation: 1 where the ramp is seen.")
+    span = max(cfg.floor_size, cfg.lidar_range) * 2
+    resources = {
+        **physics.resources(phys),
+        **raycast.default_resources(
+            lidar_range=cfg.lidar_range,
+            lidar_height=0.0,
+            view_half_angle=math.radians(cfg.view_cone_degrees / 2),
+            reach_distance=cfg.reach_distance,
+        ),
+        "prep_steps": cfg.prep_steps,
+        "elongated_box_scale": wp.vec3(*cfg.elongated_box_scale),
+        "ramp_size": wp.vec3(*cfg.ramp_size),
+        "first_wall_row": first_wall_row,
+        "first_box_row": first_box_row,
+        "first_ramp_row": first_ramp_row,
+        "first_agent_row": first_agent_row,
+        "fixed_wall_count": len(cfg.fixed_walls),
+        "fixed_box_count": len(cfg.fixed_boxes),
+        "fixed_ramp_count": len(cfg.fixed_ramps),
+        "fixed_agent_count": len(cfg.fixed_agents),
+    }
+    return ecs.EnvSpec(
+        name="hide_and_seek",
+        config=cfg,
+        archetypes=[*physics.archetypes(phys, body_extra=[BodyKind]), agent],
+        singletons=[
+            *physics.singletons(),
+            Move,
+            Grab,
+            Lock,
+            HidersSeen,
+            SelfObs,
+            agents_obs,
+            boxes_obs,
+            ramps_obs,
+            lidar_obs,
+            agents_mask,
+            boxes_mask,
+            ramps_mask,
+            Active,
+        ],
+        systems=[
+            ecs.System(kernels.act_agents, ecs.Phase.ACT, dim="world"),
+            *physics.systems(),
+            ecs.System(kernels.reward_teams, ecs.Phase.REWARD, dim="world"),
+            ecs.System(kernels.reset_level, ecs.Phase.RESET, dim="world"),
+            ecs.System(raycast.cast_lidar, ecs.Phase.SENSE, dim="entity"),
+            ecs.System(raycast.observe_visibility, ecs.Phase.SENSE, dim="entity"),
+            ecs.System(raycast.find_reach_targets, ecs.Phase.SENSE, dim="entity"),
+            ecs.System(kernels.observe_agents, ecs.Phase.OBSERVE, dim="world"),
+        ],
+        actions={
+            "move": ecs.Action(Move, low=0, high=10),
+            "grab": ecs.Action(Grab, low=0, high=1),
+            "lock": ecs.Action(Lock, low=0, high=1),
+        },
+        observations={
+            "self": ecs.Observation(SelfObs, low=-span, high=span),
+            "agents": ecs.Observation(agents_obs, low=-span, high=span),
+            "boxes": ecs.Observation(boxes_obs, low=-span, high=span),
+            "ramps": ecs.Observation(ramps_obs, low=-span, high=span),
+            "lidar": ecs.Observation(lidar_obs, low=0.0, high=cfg.lidar_range),
+            "agents_mask": ecs.Observation(agents_mask, low=0.0, high=1.0),
+            "boxes_mask": ecs.Observation(boxes_mask, low=0.0, high=1.0),
+            "ramps_mask": ecs.Observation(ramps_mask, low=0.0, high=1.0),
+            "active": ecs.Observation(Active, low=0.0, high=1.0),
+        },
+        num_agents=NUM_AGENTS,
+        max_episode_steps=cfg.max_episode_steps,
+        params=_layout_params(cfg),
+        resources=resources,
+    )
+
+
+__all__ = ["HideAndSeekConfig", "Kind", "check_layout", "make"]

@@ -1,0 +1,940 @@
+"""Hide-and-seek systems: level generation at reset, agent actions (move, grab, lock), team rewards and
+observations. Every kernel runs one thread per world; the reusable sensors (lidar, visibility, reach)
+come from ``systems.raycast``.
+
+Body rows of a world are fixed: row 0 the floor, then ``max_walls`` wall rows, ``max_boxes`` box
+rows, ``NUM_RAMPS`` ramp rows and ``NUM_AGENTS`` agent rows (hider slots first). A reset turns rows
+on and off (``alive``) instead of spawning, so a slot's body row never changes.
+"""
+
+import enum
+
+import warp as wp
+
+from systems.collision import shape_extent
+from systems.geometry import BOX, PLANE, SPHERE, WEDGE, inverse_inertia
+from systems.locking import try_lock, try_unlock
+from systems.raycast import sees
+from systems.rigid_body import DYNAMIC, KINEMATIC, STATIC
+
+wp.set_module_options({"enable_backward": False})
+
+NUM_AGENTS = 6  # agent slots: hiders 0..2, seekers 3..5
+MAX_TEAM = 3
+NUM_RAMPS = 2
+
+_MAX_TEAM = wp.constant(MAX_TEAM)
+_NUM_AGENTS = wp.constant(NUM_AGENTS)
+_NUM_RAMPS = wp.constant(NUM_RAMPS)
+
+SELF_FEATURES = 11
+AGENT_FEATURES = 7
+OBJECT_FEATURES = 13
+
+SelfVec = wp.types.vector(length=SELF_FEATURES, dtype=wp.float32)
+AgentVec = wp.types.vector(length=AGENT_FEATURES, dtype=wp.float32)
+ObjectVec = wp.types.vector(length=OBJECT_FEATURES, dtype=wp.float32)
+WallVec = wp.types.vector(length=6, dtype=wp.float32)
+BoxVec = wp.types.vector(length=6, dtype=wp.float32)
+
+
+class Kind(enum.IntEnum):
+    """What a body row holds (the ``kind`` body component)."""
+
+    NONE = 0
+    FLOOR = 1
+    WALL = 2
+    BOX = 3
+    RAMP = 4
+    HIDER = 5
+    SEEKER = 6
+
+
+FLOOR_KIND = wp.constant(int(Kind.FLOOR))
+WALL_KIND = wp.constant(int(Kind.WALL))
+BOX_KIND = wp.constant(int(Kind.BOX))
+RAMP_KIND = wp.constant(int(Kind.RAMP))
+HIDER_KIND = wp.constant(int(Kind.HIDER))
+SEEKER_KIND = wp.constant(int(Kind.SEEKER))
+
+_PLACE_TRIES = wp.constant(64)
+_GRID_STEP = wp.constant(0.1)
+_TEAM_ATTEMPTS = wp.constant(8)
+
+
+@wp.struct
+class Bodies:
+    """The body columns a reset writes."""
+
+    alive: wp.array2d[wp.int32]
+    generation: wp.array2d[wp.int32]
+    kind: wp.array2d[wp.int32]
+    shape: wp.array2d[wp.int32]
+    size: wp.array2d[wp.vec3]
+    position: wp.array2d[wp.vec3]
+    rotation: wp.array2d[wp.quat]
+    linear_velocity: wp.array2d[wp.vec3]
+    angular_velocity: wp.array2d[wp.vec3]
+    mass: wp.array2d[wp.float32]
+    inv_inertia: wp.array2d[wp.mat33]
+    response: wp.array2d[wp.int32]
+    friction: wp.array2d[wp.float32]
+    restitution: wp.array2d[wp.float32]
+    force: wp.array2d[wp.vec3]
+    torque: wp.array2d[wp.vec3]
+    prev_position: wp.array2d[wp.vec3]
+    prev_rotation: wp.array2d[wp.quat]
+    locked_by: wp.array2d[wp.int32]
+    sweep_order: wp.array2d[wp.int32]
+
+
+@wp.func
+def yaw_quat(yaw: float) -> wp.quat:
+    return wp.quat_from_axis_angle(wp.vec3(0.0, 0.0, 1.0), yaw)
+
+
+@wp.func
+def yaw_of(q: wp.quat) -> float:
+    return wp.atan2(2.0 * (q[3] * q[2] + q[0] * q[1]), 1.0 - 2.0 * (q[1] * q[1] + q[2] * q[2]))
+
+
+@wp.func
+def put_body(
+    b: Bodies,
+    world: int,
+    row: int,
+    kind: int,
+    shape: int,
+    size: wp.vec3,
+    position: wp.vec3,
+    rotation: wp.quat,
+    mass: float,
+    response: int,
+    friction: float,
+):
+    b.alive[world, row] = 1
+    b.generation[world, row] = b.generation[world, row] + 1
+    b.kind[world, row] = kind
+    b.shape[world, row] = shape
+    b.size[world, row] = size
+    b.position[world, row] = position
+    b.rotation[world, row] = rotation
+    b.linear_velocity[world, row] = wp.vec3(0.0, 0.0, 0.0)
+    b.angular_velocity[world, row] = wp.vec3(0.0, 0.0, 0.0)
+    m = wp.where(response == DYNAMIC, mass, 0.0)
+    b.mass[world, row] = m
+    inv = inverse_inertia(shape, size, m)
+    if kind == HIDER_KIND or kind == SEEKER_KIND:  # noqa: SIM109 (Warp has no `in`)
+        # Agents stay upright: they may only turn about z (as OpenAI's slide-slide-hinge joints).
+        inv = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, inv[2, 2])
+    b.inv_inertia[world, row] = inv
+    b.response[world, row] = response
+    b.friction[world, row] = friction
+    b.restitution[world, row] = 0.0
+    b.force[world, row] = wp.vec3(0.0, 0.0, 0.0)
+    b.torque[world, row] = wp.vec3(0.0, 0.0, 0.0)
+    b.prev_position[world, row] = position
+    b.prev_rotation[world, row] = rotation
+    b.locked_by[world, row] = 0
+
+
+@wp.func
+def put_wall(b: Bodies, world: int, row: int, w: WallVec, friction: float):
+    """A static box from segment (x0, y0, x1, y1, thickness, height)."""
+    dx = w[2] - w[0]
+    dy = w[3] - w[1]
+    length = wp.sqrt(dx * dx + dy * dy)
+    centre = wp.vec3(0.5 * (w[0] + w[2]), 0.5 * (w[1] + w[3]), 0.5 * w[5])
+    size = wp.vec3(0.5 * length + 0.5 * w[4], 0.5 * w[4], 0.5 * w[5])
+    put_body(b, world, row, WALL_KIND, BOX, size, centre, yaw_quat(wp.atan2(dy, dx)), 0.0, STATIC, friction)
+
+
+@wp.func
+def fits(b: Bodies, world: int, x: float, y: float, ex: float, ey: float, half: float, clearance: float) -> bool:
+    """Whether the footprint (centre x, y; half extents ex, ey) lies in the floor and clear of every body."""
+    if x - ex < -half or x + ex > half or y - ey < -half or y + ey > half:
+        return False
+    for i in range(b.alive.shape[1]):
+        if b.alive[world, i] != 0 and b.shape[world, i] != PLANE:
+            p = b.position[world, i]
+            e = shape_extent(b.shape[world, i], b.size[world, i], b.rotation[world, i])
+            if wp.abs(p[0] - x) < e[0] + ex + clearance and wp.abs(p[1] - y) < e[1] + ey + clearance:
+                return False
+    return True
+
+
+@wp.func
+def place(
+    b: Bodies,
+    world: int,
+    state: wp.uint32,
+    shape: int,
+    size: wp.vec3,
+    yaw: float,
+    half: float,
+    clearance: float,
+    near: wp.vec3,
+    near_radius: float,
+):
+    """A free spot for a body: random tries (within ``near_radius`` of ``near`` when it is > 0), then a
+    deterministic grid scan. Returns (x, y, found, rng state)."""
+    e = shape_extent(shape, size, yaw_quat(yaw))
+    found = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+    x = wp.float32(0.0)
+    y = wp.float32(0.0)
+    for _ in range(_PLACE_TRIES):
+        if not found:
+            if near_radius > 0.0:
+                cx = near[0] + wp.randf(state, -near_radius, near_radius)
+                cy = near[1] + wp.randf(state, -near_radius, near_radius)
+            else:
+                cx = wp.randf(state, -half + e[0], half - e[0])
+                cy = wp.randf(state, -half + e[1], half - e[1])
+            d2 = (cx - near[0]) * (cx - near[0]) + (cy - near[1]) * (cy - near[1])
+            if (near_radius <= 0.0 or d2 <= near_radius * near_radius) and fits(
+                b, world, cx, cy, e[0], e[1], half, clearance
+            ):
+                x = cx
+                y = cy
+                found = True
+    if not found:
+        n = int(2.0 * half / _GRID_STEP)
+        for k in range(n * n):
+            if not found:
+                cx = -half + _GRID_STEP * (float(k % n) + 0.5)
+                cy = -half + _GRID_STEP * (float(k / n) + 0.5)
+                d2 = (cx - near[0]) * (cx - near[0]) + (cy - near[1]) * (cy - near[1])
+                if (near_radius <= 0.0 or d2 <= near_radius * near_radius) and fits(
+                    b, world, cx, cy, e[0], e[1], half, clearance
+                ):
+                    x = cx
+                    y = cy
+                    found = True
+    return x, y, found, state
+
+
+@wp.func
+def randi(state: wp.uint32, lo: int, hi: int):
+    """Uniform integer in [lo, hi] and the advanced state."""
+    v = lo + int(wp.randf(state) * float(hi - lo + 1))
+    return wp.min(v, hi), state
+
+
+@wp.func
+def wall_with_door(
+    b: Bodies,
+    world: int,
+    row: int,
+    a: wp.vec2,
+    c: wp.vec2,
+    door_at: float,
+    door_width: float,
+    thickness: float,
+    height: float,
+    friction: float,
+) -> int:
+    """Two wall segments from ``a`` to ``c`` leaving a door of ``door_width`` centred ``door_at`` along it."""
+    d = c - a
+    length = wp.length(d)
+    u = d / length
+    lo = door_at - 0.5 * door_width
+    hi = door_at + 0.5 * door_width
+    r = row
+    if lo > 0.5 * thickness:
+        e = a + u * (lo - 0.5 * thickness)
+        put_wall(b, world, r, WallVec(a[0], a[1], e[0], e[1], thickness, height), friction)
+        r += 1
+    if hi < length - 0.5 * thickness:
+        s = a + u * (hi + 0.5 * thickness)
+        put_wall(b, world, r, WallVec(s[0], s[1], c[0], c[1], thickness, height), friction)
+        r += 1
+    return r
+
+
+@wp.kernel
+def reset_level(
+    # Resources:
+    floor_size: float,
+    wall_thickness: float,
+    wall_height: float,
+    door_width: float,
+    outside_walls_prob: float,
+    max_rooms: int,
+    random_room_number: bool,
+    min_hiders: int,
+    max_hiders: int,
+    min_seekers: int,
+    max_seekers: int,
+    min_boxes: int,
+    max_boxes: int,
+    min_elongated_boxes: int,
+    box_size: float,
+    elongated_box_scale: wp.vec3,
+    ramp_size: wp.vec3,
+    agent_radius: float,
+    agent_mass: float,
+    box_mass: float,
+    ramp_mass: float,
+    floor_friction: float,
+    box_friction: float,
+    agent_friction: float,
+    ramp_friction: float,
+    wall_friction: float,
+    team_spawn_radius: float,
+    placement_clearance: float,
+    first_wall_row: int,
+    first_box_row: int,
+    first_ramp_row: int,
+    first_agent_row: int,
+    fixed_wall_count: int,
+    fixed_box_count: int,
+    fixed_ramp_count: int,
+    fixed_agent_count: int,
+    fixed_walls: wp.array[WallVec],
+    fixed_boxes: wp.array[BoxVec],
+    fixed_ramps: wp.array[wp.vec3],
+    fixed_agents: wp.array[wp.vec4],
+    # Components in:
+    world_reset_in: wp.array[wp.int32],
+    # Components out:
+    world_rng_out: wp.array[wp.uint32],
+    body__alive_out: wp.array2d[wp.int32],
+    body__generation_out: wp.array2d[wp.int32],
+    body__kind_out: wp.array2d[wp.int32],
+    body__shape_out: wp.array2d[wp.int32],
+    body__size_out: wp.array2d[wp.vec3],
+    body__position_out: wp.array2d[wp.vec3],
+    body__rotation_out: wp.array2d[wp.quat],
+    body__linear_velocity_out: wp.array2d[wp.vec3],
+    body__angular_velocity_out: wp.array2d[wp.vec3],
+    body__mass_out: wp.array2d[wp.float32],
+    body__inv_inertia_out: wp.array2d[wp.mat33],
+    body__response_out: wp.array2d[wp.int32],
+    body__friction_out: wp.array2d[wp.float32],
+    body__restitution_out: wp.array2d[wp.float32],
+    body__force_out: wp.array2d[wp.vec3],
+    body__torque_out: wp.array2d[wp.vec3],
+    body__prev_position_out: wp.array2d[wp.vec3],
+    body__prev_rotation_out: wp.array2d[wp.quat],
+    body__locked_by_out: wp.array2d[wp.int32],
+    body__sweep_order_out: wp.array2d[wp.int32],
+    joint__alive_out: wp.array2d[wp.int32],
+    agent__alive_out: wp.array2d[wp.int32],
+    agent__body_row_out: wp.array2d[wp.int32],
+    agent__team_out: wp.array2d[wp.int32],
+    agent__holding_out: wp.array2d[wp.int32],
+    agent__lock_pressed_out: wp.array2d[wp.int32],
+    agent__reach_target_out: wp.array2d[wp.int32],
+):
+    """A new level for every world being reset: the fixed layout if one is given, else a procedural one."""
+    world = wp.tid()
+    if world_reset_in[world] == 0:
+        return
+    b = Bodies()
+    b.alive = body__alive_out
+    b.generation = body__generation_out
+    b.kind = body__kind_out
+    b.shape = body__shape_out
+    b.size = body__size_out
+    b.position = body__position_out
+    b.rotation = body__rotation_out
+    b.linear_velocity = body__linear_velocity_out
+    b.angular_velocity = body__angular_velocity_out
+    b.mass = body__mass_out
+    b.inv_inertia = body__inv_inertia_out
+    b.response = body__response_out
+    b.friction = body__friction_out
+    b.restitution = body__restitution_out
+    b.force = body__force_out
+    b.torque = body__torque_out
+    b.prev_position = body__prev_position_out
+    b.prev_rotation = body__prev_rotation_out
+    b.locked_by = body__locked_by_out
+    b.sweep_order = body__sweep_order_out
+    nb = body__alive_out.shape[1]
+    for i in range(nb):
+        body__alive_out[world, i] = 0
+        body__kind_out[world, i] = 0
+        body__sweep_order_out[world, i] = -1
+    for j in range(joint__alive_out.shape[1]):
+        joint__alive_out[world, j] = 0
+    for a in range(agent__alive_out.shape[1]):
+        agent__alive_out[world, a] = 0
+        agent__body_row_out[world, a] = first_agent_row + a
+        agent__team_out[world, a] = wp.where(a < _MAX_TEAM, 0, 1)
+        agent__holding_out[world, a] = 0
+        agent__lock_pressed_out[world, a] = 0
+        agent__reach_target_out[world, a] = -1
+    put_body(
+        b,
+        world,
+        0,
+        FLOOR_KIND,
+        PLANE,
+        wp.vec3(0.0, 0.0, 0.0),
+        wp.vec3(0.0, 0.0, 0.0),
+        wp.quat_identity(),
+        0.0,
+        STATIC,
+        floor_friction,
+    )
+    half = 0.5 * floor_size
+    state = world_rng_out[world]
+    unit = wp.vec3(box_size, box_size, box_size) * 0.5
+    if fixed_agent_count > 0:
+        for i in range(fixed_wall_count):
+            put_wall(b, world, first_wall_row + i, fixed_walls[i], wall_friction)
+        for i in range(fixed_box_count):
+            fb = fixed_boxes[i]
+            size = wp.vec3(0.5 * fb[3], 0.5 * fb[4], 0.5 * fb[5])
+            put_body(
+                b,
+                world,
+                first_box_row + i,
+                BOX_KIND,
+                BOX,
+                size,
+                wp.vec3(fb[0], fb[1], size[2]),
+                yaw_quat(fb[2]),
+                box_mass,
+                DYNAMIC,
+                box_friction,
+            )
+        rs = ramp_size * 0.5
+        for i in range(fixed_ramp_count):
+            fr = fixed_ramps[i]
+            put_body(
+                b,
+                world,
+                first_ramp_row + i,
+                RAMP_KIND,
+                WEDGE,
+                rs,
+                wp.vec3(fr[0], fr[1], 2.0 * rs[2] / 3.0),
+                yaw_quat(fr[2]),
+                ramp_mass,
+                DYNAMIC,
+                ramp_friction,
+            )
+        hiders = wp.int32(0)
+        seekers = wp.int32(0)
+        for i in range(fixed_agent_count):
+            fg = fixed_agents[i]
+            slot = wp.int32(0)
+            if fg[0] < 0.5:
+                slot = hiders
+                hiders += 1
+            else:
+                slot = _MAX_TEAM + seekers
+                seekers += 1
+            kind = wp.where(slot < _MAX_TEAM, HIDER_KIND, SEEKER_KIND)
+            put_body(
+                b,
+                world,
+                first_agent_row + slot,
+                kind,
+                SPHERE,
+                wp.vec3(agent_radius, 0.0, 0.0),
+                wp.vec3(fg[1], fg[2], agent_radius),
+                yaw_quat(fg[3]),
+                agent_mass,
+                DYNAMIC,
+                agent_friction,
+            )
+            agent__alive_out[world, slot] = 1
+        world_rng_out[world] = state
+        return
+
+    # -- procedural level ----------------------------------------------------------------------
+    row = first_wall_row
+    if wp.randf(state) < outside_walls_prob:
+        t = wall_thickness
+        e = half - 0.5 * t
+        put_wall(b, world, row, WallVec(-half, -e, half, -e, t, wall_height), wall_friction)
+        put_wall(b, world, row + 1, WallVec(-half, e, half, e, t, wall_height), wall_friction)
+        put_wall(b, world, row + 2, WallVec(-e, -half, -e, half, t, wall_height), wall_friction)
+        put_wall(b, world, row + 3, WallVec(e, -half, e, half, t, wall_height), wall_friction)
+        row += 4
+    rooms = max_rooms
+    if random_room_number:
+        rooms, state = randi(state, 1, max_rooms)
+    margin = 1.2  # m: every room at least this wide
+    split_x = wp.float32(0.0)
+    if rooms >= 2:
+        split_x = wp.randf(state, -half + 2.0 * margin, half - 2.0 * margin)
+        door = wp.randf(state, 0.5 * door_width + 0.3, floor_size - 0.5 * door_width - 0.3)
+        row = wall_with_door(
+            b,
+            world,
+            row,
+            wp.vec2(split_x, -half),
+            wp.vec2(split_x, half),
+            door,
+            door_width,
+            wall_thickness,
+            wall_height,
+            wall_friction,
+        )
+    if rooms >= 3:
+        y = wp.randf(state, -half + margin, half - margin)
+        width = split_x + half
+        door = wp.randf(state, 0.5 * door_width + 0.2, width - 0.5 * door_width - 0.2)
+        row = wall_with_door(
+            b,
+            world,
+            row,
+            wp.vec2(-half, y),
+            wp.vec2(split_x - 0.5 * wall_thickness, y),
+            door,
+            door_width,
+            wall_thickness,
+            wall_height,
+            wall_friction,
+        )
+    if rooms >= 4:
+        y = wp.randf(state, -half + margin, half - margin)
+        width = half - split_x
+        door = wp.randf(state, 0.5 * door_width + 0.2, width - 0.5 * door_width - 0.2)
+        row = wall_with_door(
+            b,
+            world,
+            row,
+            wp.vec2(split_x + 0.5 * wall_thickness, y),
+            wp.vec2(half, y),
+            door,
+            door_width,
+            wall_thickness,
+            wall_height,
+            wall_friction,
+        )
+
+    none = wp.vec3(0.0, 0.0, 0.0)
+    n_boxes, state = randi(state, min_boxes, max_boxes)
+    n_long, state = randi(state, wp.min(min_elongated_boxes, n_boxes), n_boxes)
+    for i in range(n_boxes):
+        size = unit
+        if i < n_long:
+            size = wp.cw_mul(unit, elongated_box_scale)
+        yaw = float(wp.where(wp.randf(state) < 0.5, 0.0, 0.5 * wp.pi))
+        x, y, found, state = place(b, world, state, BOX, size, yaw, half, placement_clearance, none, 0.0)
+        if found:
+            put_body(
+                b,
+                world,
+                first_box_row + i,
+                BOX_KIND,
+                BOX,
+                size,
+                wp.vec3(x, y, size[2]),
+                yaw_quat(yaw),
+                box_mass,
+                DYNAMIC,
+                box_friction,
+            )
+    rs = ramp_size * 0.5
+    for i in range(_NUM_RAMPS):
+        yaw = 0.5 * wp.pi * float(int(wp.randf(state) * 4.0) % 4)
+        x, y, found, state = place(b, world, state, WEDGE, rs, yaw, half, placement_clearance, none, 0.0)
+        if found:
+            put_body(
+                b,
+                world,
+                first_ramp_row + i,
+                RAMP_KIND,
+                WEDGE,
+                rs,
+                wp.vec3(x, y, 2.0 * rs[2] / 3.0),
+                yaw_quat(yaw),
+                ramp_mass,
+                DYNAMIC,
+                ramp_friction,
+            )
+    n_hiders, state = randi(state, min_hiders, max_hiders)
+    n_seekers, state = randi(state, min_seekers, max_seekers)
+    ball = wp.vec3(agent_radius, 0.0, 0.0)
+    for team in range(2):
+        count = wp.where(team == 0, n_hiders, n_seekers)
+        done = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+        # Teammates start near the team's first agent; a crowded spot gets a new first agent, and
+        # the last attempt places the rest anywhere.
+        for attempt in range(_TEAM_ATTEMPTS):
+            if not done:
+                ok = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+                first = wp.vec3(0.0, 0.0, 0.0)
+                for k in range(count):
+                    slot = team * _MAX_TEAM + k
+                    yaw = wp.randf(state, -wp.pi, wp.pi)
+                    radius = wp.where(k == 0 or attempt == _TEAM_ATTEMPTS - 1, 0.0, team_spawn_radius)
+                    x, y, found, state = place(
+                        b, world, state, SPHERE, ball, yaw, half, placement_clearance, first, radius
+                    )
+                    if k == 0:
+                        first = wp.vec3(x, y, 0.0)
+                    if not found:
+                        ok = False
+                    put_body(
+                        b,
+                        world,
+                        first_agent_row + slot,
+                        wp.where(team == 0, HIDER_KIND, SEEKER_KIND),
+                        SPHERE,
+                        ball,
+                        wp.vec3(x, y, agent_radius),
+                        yaw_quat(yaw),
+                        agent_mass,
+                        DYNAMIC,
+                        agent_friction,
+                    )
+                    agent__alive_out[world, slot] = 1
+                if ok or attempt == _TEAM_ATTEMPTS - 1:
+                    done = True
+                else:
+                    for k in range(count):
+                        body__alive_out[world, first_agent_row + team * _MAX_TEAM + k] = 0
+    world_rng_out[world] = state
+
+
+@wp.func
+def grabbable(target: int, kind: wp.array2d[wp.int32], world: int) -> int:
+    """The reach target if it is a box or a ramp (agents cannot be grabbed or locked), else -1."""
+    if target < 0:
+        return -1
+    k = kind[world, target]
+    if k == BOX_KIND or k == RAMP_KIND:  # noqa: SIM109 (Warp has no `in`)
+        return target
+    return -1
+
+
+@wp.kernel
+def act_agents(
+    # Resources:
+    prep_steps: int,
+    move_force: float,
+    turn_torque: float,
+    move_damping: float,
+    turn_damping: float,
+    # Components in:
+    world_episode_step_in: wp.array[wp.int32],
+    world_move_in: wp.array2d[wp.vec3i],
+    world_grab_in: wp.array2d[wp.int32],
+    world_lock_in: wp.array2d[wp.int32],
+    agent__alive_in: wp.array2d[wp.int32],
+    agent__body_row_in: wp.array2d[wp.int32],
+    agent__team_in: wp.array2d[wp.int32],
+    agent__reach_target_in: wp.array2d[wp.int32],
+    body__kind_in: wp.array2d[wp.int32],
+    body__mass_in: wp.array2d[wp.float32],
+    body__inv_inertia_in: wp.array2d[wp.mat33],
+    # Components out:
+    agent__holding_out: wp.array2d[wp.int32],
+    agent__lock_pressed_out: wp.array2d[wp.int32],
+    body__position_out: wp.array2d[wp.vec3],
+    body__rotation_out: wp.array2d[wp.quat],
+    body__linear_velocity_out: wp.array2d[wp.vec3],
+    body__angular_velocity_out: wp.array2d[wp.vec3],
+    body__force_out: wp.array2d[wp.vec3],
+    body__torque_out: wp.array2d[wp.vec3],
+    body__response_out: wp.array2d[wp.int32],
+    body__locked_by_out: wp.array2d[wp.int32],
+    joint__alive_out: wp.array2d[wp.int32],
+    joint__joint_body_a_out: wp.array2d[wp.int32],
+    joint__joint_body_b_out: wp.array2d[wp.int32],
+    joint__joint_anchor_a_out: wp.array2d[wp.vec3],
+    joint__joint_anchor_b_out: wp.array2d[wp.vec3],
+    joint__joint_rotation_out: wp.array2d[wp.quat],
+):
+    """Locks, grabs and drive forces of every agent, slots in order; seekers are frozen during preparation."""
+    world = wp.tid()
+    prep = world_episode_step_in[world] <= prep_steps
+    # Lock first (a press toggles), so that a box locked this step can no longer be held.
+    for a in range(_NUM_AGENTS):
+        if agent__alive_in[world, a] != 0:
+            frozen = prep and agent__team_in[world, a] == 1
+            pressed = world_lock_in[world, a] != 0 and not frozen
+            target = grabbable(agent__reach_target_in[world, a], body__kind_in, world)
+            if pressed and agent__lock_pressed_out[world, a] == 0 and target >= 0:
+                team = agent__team_in[world, a]
+                if body__locked_by_out[world, target] == 0:
+                    if try_lock(body__locked_by_out, world, target, team):
+                        body__linear_velocity_out[world, target] = wp.vec3(0.0, 0.0, 0.0)
+                        body__angular_velocity_out[world, target] = wp.vec3(0.0, 0.0, 0.0)
+                else:
+                    try_unlock(body__locked_by_out, world, target, team)
+            agent__lock_pressed_out[world, a] = wp.where(pressed, 1, 0)
+    for a in range(_NUM_AGENTS):
+        me = agent__body_row_in[world, a]
+        if agent__alive_in[world, a] == 0:
+            joint__alive_out[world, a] = 0
+            agent__holding_out[world, a] = 0
+            continue
+        frozen = prep and agent__team_in[world, a] == 1
+        want = world_grab_in[world, a] != 0 and not frozen
+        holding = agent__holding_out[world, a] != 0
+        if holding:
+            held = joint__joint_body_b_out[world, a]
+            if not want or body__locked_by_out[world, held] != 0:
+                holding = False
+        elif want:
+            target = grabbable(agent__reach_target_in[world, a], body__kind_in, world)
+            if target >= 0:  # noqa: SIM102 (Warp does not short-circuit: target may be -1)
+                if body__locked_by_out[world, target] == 0:
+                    qa = body__rotation_out[world, me]
+                    qb = body__rotation_out[world, target]
+                    xa = body__position_out[world, me]
+                    xb = body__position_out[world, target]
+                    joint__joint_body_a_out[world, a] = me
+                    joint__joint_body_b_out[world, a] = target
+                    joint__joint_anchor_a_out[world, a] = wp.quat_rotate_inv(qa, xb - xa)
+                    joint__joint_anchor_b_out[world, a] = wp.vec3(0.0, 0.0, 0.0)
+                    joint__joint_rotation_out[world, a] = wp.quat_inverse(qa) * qb
+                    holding = True
+        joint__alive_out[world, a] = wp.where(holding, 1, 0)
+        agent__holding_out[world, a] = wp.where(holding, 1, 0)
+        if frozen:
+            body__response_out[world, me] = KINEMATIC
+            body__linear_velocity_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body__angular_velocity_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body__force_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body__torque_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
+        else:
+            body__response_out[world, me] = DYNAMIC
+            m = world_move_in[world, a]
+            v = body__linear_velocity_out[world, me]
+            w = body__angular_velocity_out[world, me]
+            mass = body__mass_in[world, me]
+            izz = body__inv_inertia_in[world, me][2, 2]
+            # Bins 0..10 around 5 (no force), in the world frame as OpenAI's slide joints; a drag
+            # term bounds the speed the way MuJoCo's joint damping does.
+            fx = move_force * float(m[0] - 5) / 5.0 - move_damping * mass * v[0]
+            fy = move_force * float(m[1] - 5) / 5.0 - move_damping * mass * v[1]
+            tz = turn_torque * float(m[2] - 5) / 5.0
+            if izz > 0.0:
+                tz = tz - turn_damping * w[2] / izz
+            body__force_out[world, me] = wp.vec3(fx, fy, 0.0)
+            body__torque_out[world, me] = wp.vec3(0.0, 0.0, tz)
+
+
+@wp.kernel
+def reward_teams(
+    # Resources:
+    prep_steps: int,
+    floor_size: float,
+    view_half_angle: float,
+    out_of_bounds_reward: float,
+    # Components in:
+    world_episode_step_in: wp.array[wp.int32],
+    agent__alive_in: wp.array2d[wp.int32],
+    agent__body_row_in: wp.array2d[wp.int32],
+    agent__team_in: wp.array2d[wp.int32],
+    body__alive_in: wp.array2d[wp.int32],
+    body__shape_in: wp.array2d[wp.int32],
+    body__size_in: wp.array2d[wp.vec3],
+    body__position_in: wp.array2d[wp.vec3],
+    body__rotation_in: wp.array2d[wp.quat],
+    # Components out:
+    world_reward_out: wp.array2d[wp.float32],
+    world_hiders_seen_out: wp.array[wp.int32],
+):
+    """Hiders +1 when no seeker sees any hider, else -1; seekers the negation; -10 outside the floor; 0 in preparation."""
+    world = wp.tid()
+    c = wp.cos(view_half_angle)
+    seen = wp.int32(0)
+    for s in range(_NUM_AGENTS):
+        if agent__alive_in[world, s] != 0 and agent__team_in[world, s] == 1:
+            for h in range(_NUM_AGENTS):
+                if agent__alive_in[world, h] != 0 and agent__team_in[world, h] == 0:
+                    t = sees(
+                        body__alive_in,
+                        body__shape_in,
+                        body__size_in,
+                        body__position_in,
+                        body__rotation_in,
+                        world,
+                        agent__body_row_in[world, s],
+                        agent__body_row_in[world, h],
+                        c,
+                    )
+                    if t >= 0.0:
+                        seen = 1
+    world_hiders_seen_out[world] = seen
+    prep = world_episode_step_in[world] <= prep_steps
+    half = 0.5 * floor_size
+    for a in range(_NUM_AGENTS):
+        r = wp.float32(0.0)
+        if agent__alive_in[world, a] != 0 and not prep:
+            hider = float(wp.where(seen != 0, -1.0, 1.0))
+            r = wp.where(agent__team_in[world, a] == 0, hider, -hider)
+            p = body__position_in[world, agent__body_row_in[world, a]]
+            if wp.abs(p[0]) > half or wp.abs(p[1]) > half:
+                r = out_of_bounds_reward
+        world_reward_out[world, a] = r
+
+
+@wp.func
+def to_frame(yaw_c: float, yaw_s: float, v: wp.vec3) -> wp.vec3:
+    """A world vector in an agent's heading frame (x forward, z up)."""
+    return wp.vec3(yaw_c * v[0] + yaw_s * v[1], -yaw_s * v[0] + yaw_c * v[1], v[2])
+
+
+@wp.func
+def object_features(
+    body__size_in: wp.array2d[wp.vec3],
+    body__position_in: wp.array2d[wp.vec3],
+    body__rotation_in: wp.array2d[wp.quat],
+    body__linear_velocity_in: wp.array2d[wp.vec3],
+    body__locked_by_in: wp.array2d[wp.int32],
+    world: int,
+    row: int,
+    origin: wp.vec3,
+    yc: float,
+    ys: float,
+    yaw: float,
+    team: int,
+) -> ObjectVec:
+    p = to_frame(yc, ys, body__position_in[world, row] - origin)
+    v = to_frame(yc, ys, body__linear_velocity_in[world, row])
+    rel = yaw_of(body__rotation_in[world, row]) - yaw
+    s = body__size_in[world, row] * 2.0
+    lock = body__locked_by_in[world, row]
+    f = ObjectVec()
+    f[0] = p[0]
+    f[1] = p[1]
+    f[2] = p[2]
+    f[3] = v[0]
+    f[4] = v[1]
+    f[5] = v[2]
+    f[6] = wp.cos(rel)
+    f[7] = wp.sin(rel)
+    f[8] = s[0]
+    f[9] = s[1]
+    f[10] = s[2]
+    f[11] = wp.where(lock != 0, 1.0, 0.0)
+    f[12] = wp.where(lock == team + 1, 1.0, 0.0)
+    return f
+
+
+@wp.kernel
+def observe_agents(
+    # Resources:
+    prep_steps: int,
+    first_box_row: int,
+    first_ramp_row: int,
+    # Components in:
+    world_episode_step_in: wp.array[wp.int32],
+    agent__alive_in: wp.array2d[wp.int32],
+    agent__body_row_in: wp.array2d[wp.int32],
+    agent__team_in: wp.array2d[wp.int32],
+    agent__lidar_in: wp.array3d[wp.float32],
+    agent__visible_in: wp.array3d[wp.int32],
+    body__alive_in: wp.array2d[wp.int32],
+    body__size_in: wp.array2d[wp.vec3],
+    body__position_in: wp.array2d[wp.vec3],
+    body__rotation_in: wp.array2d[wp.quat],
+    body__linear_velocity_in: wp.array2d[wp.vec3],
+    body__angular_velocity_in: wp.array2d[wp.vec3],
+    body__locked_by_in: wp.array2d[wp.int32],
+    # Components out:
+    world_self_obs_out: wp.array2d[SelfVec],
+    world_agents_obs_out: wp.array3d[AgentVec],
+    world_boxes_obs_out: wp.array3d[ObjectVec],
+    world_ramps_obs_out: wp.array3d[ObjectVec],
+    world_lidar_obs_out: wp.array3d[wp.float32],
+    world_agents_mask_out: wp.array3d[wp.float32],
+    world_boxes_mask_out: wp.array3d[wp.float32],
+    world_ramps_mask_out: wp.array3d[wp.float32],
+    world_active_out: wp.array2d[wp.float32],
+):
+    """Every agent slot's observation, in its heading frame; padded slots and entities read 0 with mask 0."""
+    world = wp.tid()
+    prep_frac = wp.min(float(world_episode_step_in[world]) / float(wp.max(prep_steps, 1)), 1.0)
+    for a in range(_NUM_AGENTS):
+        active = agent__alive_in[world, a] != 0
+        world_active_out[world, a] = wp.where(active, 1.0, 0.0)
+        me = agent__body_row_in[world, a]
+        team = agent__team_in[world, a]
+        x = body__position_in[world, me]
+        q = body__rotation_in[world, me]
+        yaw = yaw_of(q)
+        yc = wp.cos(yaw)
+        ys = wp.sin(yaw)
+        v = body__linear_velocity_in[world, me]
+        sf = SelfVec()
+        if active:
+            sf[0] = x[0]
+            sf[1] = x[1]
+            sf[2] = x[2]
+            sf[3] = v[0]
+            sf[4] = v[1]
+            sf[5] = v[2]
+            sf[6] = yc
+            sf[7] = ys
+            sf[8] = body__angular_velocity_in[world, me][2]
+            sf[9] = float(team)
+            sf[10] = prep_frac
+        world_self_obs_out[world, a] = sf
+        for k in range(world_lidar_obs_out.shape[2]):
+            world_lidar_obs_out[world, a, k] = wp.where(active, agent__lidar_in[world, a, k], 0.0)
+        k = wp.int32(0)
+        for o in range(_NUM_AGENTS):
+            if o != a:
+                fa = AgentVec()
+                mask = wp.float32(0.0)
+                if active and agent__alive_in[world, o] != 0:
+                    other = agent__body_row_in[world, o]
+                    p = to_frame(yc, ys, body__position_in[world, other] - x)
+                    dv = to_frame(yc, ys, body__linear_velocity_in[world, other] - v)
+                    fa[0] = p[0]
+                    fa[1] = p[1]
+                    fa[2] = p[2]
+                    fa[3] = dv[0]
+                    fa[4] = dv[1]
+                    fa[5] = dv[2]
+                    fa[6] = float(agent__team_in[world, o])
+                    mask = float(agent__visible_in[world, a, other])
+                world_agents_obs_out[world, a, k] = fa
+                world_agents_mask_out[world, a, k] = mask
+                k += 1
+        for i in range(world_boxes_obs_out.shape[2]):
+            row = first_box_row + i
+            fo = ObjectVec()
+            mask = wp.float32(0.0)
+            if active and body__alive_in[world, row] != 0:
+                fo = object_features(
+                    body__size_in,
+                    body__position_in,
+                    body__rotation_in,
+                    body__linear_velocity_in,
+                    body__locked_by_in,
+                    world,
+                    row,
+                    x,
+                    yc,
+                    ys,
+                    yaw,
+                    team,
+                )
+                mask = float(agent__visible_in[world, a, row])
+            world_boxes_obs_out[world, a, i] = fo
+            world_boxes_mask_out[world, a, i] = mask
+        for i in range(world_ramps_obs_out.shape[2]):
+            row = first_ramp_row + i
+            fo = ObjectVec()
+            mask = wp.float32(0.0)
+            if active and body__alive_in[world, row] != 0:
+                fo = object_features(
+                    body__size_in,
+                    body__position_in,
+                    body__rotation_in,
+                    body__linear_velocity_in,
+                    body__locked_by_in,
+                    world,
+                    row,
+                    x,
+                    yc,
+                    ys,
+                    yaw,
+                    team,
+                )
+                mask = float(agent__visible_in[world, a, row])
+            world_ramps_obs_out[world, a, i] = fo
+            world_ramps_mask_out[world, a, i] = mask

@@ -1,0 +1,103 @@
+"""Hide-and-seek throughput: environment steps per second against the number of worlds.
+
+Random actions (drawn once per window on the device, so sampling is not timed), default procedural
+levels with auto-reset at the 240-step horizon, rigid-body physics, lidar, visibility and reach ray
+casts every step. The rate is ``num_worlds * steps / seconds`` of ``sim.step()`` (median of
+``--repeats`` windows); agent-steps/s multiplies by the mean number of active agents (about 4 of
+the 6 slots). ``--profile N`` prints ``sim.profile()`` at ``N`` worlds.
+
+Madrona's published figure for this environment is "over 1.9 million environment steps per second
+on a single GPU" (Shacklett et al., SIGGRAPH 2023); it is printed beside the results for scale.
+Warp's CPU backend runs each launch on one core, so CPU numbers are a floor, not a comparison.
+
+    python examples/benchmarks/bench_hide_and_seek.py                          # CPU: 1, 16, 256, 1024 worlds
+    python examples/benchmarks/bench_hide_and_seek.py --device cuda:0 --num-worlds 1024 16384 65536
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import torch
+import warp as wp
+
+import ecs
+import envs
+
+MADRONA_STEPS_PER_S = 1.9e6  # one GPU, Shacklett et al. 2023
+
+
+def measure(num_worlds: int, *, steps: int, repeats: int, device: str | None, seed: int) -> dict:
+    sim = ecs.BatchSim(envs.make("hide_and_seek"), num_worlds, device=device, seed=seed)
+    gen = torch.Generator(device=sim.actions["move"].device).manual_seed(seed)
+    dev = sim.actions["move"].device
+    sim.actions["move"].copy_(torch.randint(0, 11, sim.actions["move"].shape, generator=gen, device=dev).int())
+    sim.step()  # warm
+    rates, agents = [], []
+    for _ in range(repeats):
+        for key in ("grab", "lock"):
+            sim.actions[key].copy_(torch.randint(0, 2, sim.actions[key].shape, generator=gen, device=dev).int())
+        sim.actions["move"].copy_(torch.randint(0, 11, sim.actions["move"].shape, generator=gen, device=dev).int())
+        wp.synchronize_device(sim.device)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            sim.step()
+        wp.synchronize_device(sim.device)
+        rates.append(num_worlds * steps / (time.perf_counter() - t0))
+        agents.append(float(sim.obs["active"].sum().item()) / num_worlds)
+    rate = statistics.median(rates)
+    return {
+        "num_worlds": num_worlds,
+        "device": sim.device,
+        "env_steps_per_s": rate,
+        "agent_steps_per_s": rate * statistics.mean(agents),
+        "sim": sim,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--num-worlds", type=int, nargs="+", default=None, help="world counts (CPU default 1 16 256 1024)"
+    )
+    parser.add_argument("--steps", type=int, default=50, help="steps per timing window (default 50)")
+    parser.add_argument("--repeats", type=int, default=3, help="timing windows; the median is reported (default 3)")
+    parser.add_argument("--device", default=None, help="cpu or cuda:N (default: cuda:0 when present, else cpu)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile", type=int, default=None, metavar="N", help="print sim.profile() at N worlds")
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    args = parser.parse_args(argv)
+    wp.config.log_level = wp.LOG_WARNING
+    device = ecs.sim.resolve_device(args.device)
+    counts = args.num_worlds or ([1, 16, 256, 1024] if device == "cpu" else [1, 256, 4096, 16384, 65536])
+    if min(counts) < 1 or args.steps < 1 or args.repeats < 1:
+        parser.error("world counts, --steps and --repeats must be >= 1")
+
+    print(
+        f"hide-and-seek on {device} ({platform.processor() or platform.machine()}), {args.steps} steps x {args.repeats}"
+    )
+    print(f"{'num_worlds':>10} {'env steps/s':>14} {'agent steps/s':>14} {'vs Madrona 1.9M (1 GPU)':>24}")
+    rows = []
+    for n in counts:
+        r = measure(n, steps=args.steps, repeats=args.repeats, device=device, seed=args.seed)
+        del r["sim"]
+        rows.append(r)
+        share = r["env_steps_per_s"] / MADRONA_STEPS_PER_S
+        print(f"{n:>10} {r['env_steps_per_s']:>14,.0f} {r['agent_steps_per_s']:>14,.0f} {share:>23.2%}")
+    if device == "cpu":
+        print("(CPU: Warp runs each launch on one core; Madrona's figure is for a GPU.)")
+    if args.profile:
+        r = measure(args.profile, steps=2, repeats=1, device=device, seed=args.seed)
+        print(f"\nsim.profile() at {args.profile} worlds:")
+        print(r["sim"].profile(max(5, args.steps // 5)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device, "steps": args.steps, "repeats": args.repeats, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

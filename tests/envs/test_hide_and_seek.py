@@ -1,0 +1,347 @@
+"""Hide-and-seek: shapes, procedural levels and scripted behaviour on fixed layouts.
+
+Scripted tests build one or two worlds from a fixed layout, drive them with constant actions and
+check what the SPEC promises: visibility decides the team reward, preparation freezes seekers and
+zeroes rewards, grabbed boxes follow, team locks hold against the other team, leaving the floor
+costs -10, and lidar distances match the layout's geometry.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import ecs
+import envs
+from envs.hide_and_seek import Kind
+from envs.hide_and_seek.kernels import MAX_TEAM
+
+HIDER, SEEKER = 0, MAX_TEAM  # first slot of each team
+QUICK = {"max_episode_steps": 30, "prep_fraction": 0.0}
+
+
+def build(num_worlds: int = 1, **overrides) -> ecs.BatchSim:
+    sim = ecs.BatchSim(envs.make("hide_and_seek", **{**QUICK, **overrides}), num_worlds, device="cpu", seed=3)
+    idle(sim)
+    return sim
+
+
+def idle(sim: ecs.BatchSim) -> None:
+    sim.actions["move"].fill_(5)
+    sim.actions["grab"].zero_()
+    sim.actions["lock"].zero_()
+
+
+def body(sim: ecs.BatchSim, column: str) -> np.ndarray:
+    return sim.tensor("body", column).numpy().copy()
+
+
+def agent_row(sim: ecs.BatchSim, slot: int) -> int:
+    return int(sim.tensor("agent", "body_row")[0, slot])
+
+
+def first_row(sim: ecs.BatchSim, kind: Kind) -> int:
+    return int(np.nonzero(body(sim, "kind")[0] == int(kind))[0][0])
+
+
+def test_shapes_dtypes_and_padding():
+    sim = build(2, fixed_agents=((0, -1.0, 0.0, 0.0), (1, 1.0, 0.0, math.pi)))
+    cfg = sim.env.config
+    shapes = {
+        "self": (2, 6, 11),
+        "agents": (2, 6, 5, 7),
+        "boxes": (2, 6, cfg.max_boxes, 13),
+        "ramps": (2, 6, 2, 13),
+        "lidar": (2, 6, cfg.lidar_rays),
+        "agents_mask": (2, 6, 5),
+        "boxes_mask": (2, 6, cfg.max_boxes),
+        "ramps_mask": (2, 6, 2),
+        "active": (2, 6),
+    }
+    assert {k: tuple(v.shape) for k, v in sim.obs.items()} == shapes
+    assert all(v.dtype == torch.float32 for v in sim.obs.values())
+    assert tuple(sim.actions["move"].shape) == (2, 6, 3) and sim.actions["move"].dtype == torch.int32
+    assert tuple(sim.actions["grab"].shape) == (2, 6) and tuple(sim.actions["lock"].shape) == (2, 6)
+    assert tuple(sim.rewards.shape) == (2, 6)
+    # One hider (slot 0) and one seeker (slot 3); the other slots are padding.
+    assert sim.obs["active"][0].tolist() == [1, 0, 0, 1, 0, 0]
+    sim.step()
+    assert (sim.rewards[:, [1, 2, 4, 5]] == 0).all()
+    assert (sim.obs["self"][:, [1, 2, 4, 5]] == 0).all() and (sim.obs["lidar"][:, 1] == 0).all()
+    # Facing each other in the open: each sees the other.
+    assert sim.obs["agents_mask"][0, HIDER].tolist() == [0, 0, 1, 0, 0]
+    with pytest.raises(ecs.ActionError, match="move"):
+        sim.actions["move"][0, 0, 0] = 11
+        sim.step()
+
+
+def test_hider_behind_a_wall_is_not_seen():
+    sim = build(
+        fixed_walls=((0.0, -2.0, 0.0, 2.0, 0.2, 1.0),),
+        fixed_agents=((0, 1.0, 0.0, 0.0), (1, -1.0, 0.0, 0.0)),  # the seeker faces the wall and the hider
+    )
+    for _ in range(3):
+        sim.step()
+        assert sim.rewards[0, HIDER] == 1.0 and sim.rewards[0, SEEKER] == -1.0
+    assert sim.obs["agents_mask"][0, SEEKER].sum() == 0
+
+
+def test_hider_in_plain_view_is_seen():
+    sim = build(fixed_agents=((0, 1.0, 0.0, 0.0), (0, 1.0, 1.0, 0.0), (1, -1.0, 0.0, 0.0)))
+    for _ in range(3):
+        sim.step()
+        assert sim.rewards[0].tolist() == [-1.0, -1.0, 0.0, 1.0, 0.0, 0.0]
+    # A seeker looking away (yaw pi) sees nobody.
+    sim = build(fixed_agents=((0, 1.0, 0.0, 0.0), (1, -1.0, 0.0, math.pi)))
+    sim.step()
+    assert sim.rewards[0, HIDER] == 1.0
+
+
+def test_preparation_freezes_seekers_and_zeroes_rewards():
+    sim = build(prep_fraction=0.5, max_episode_steps=20, fixed_agents=((0, 1.0, 0.0, 0.0), (1, -1.0, 0.0, 0.0)))
+    assert sim.env.config.prep_steps == 10
+    sim.actions["move"][:] = 10  # everybody pushes towards +x, +y and turns
+    sim.actions["grab"][:] = 1
+    sim.actions["lock"][:] = 1
+    seeker, hider = agent_row(sim, SEEKER), agent_row(sim, HIDER)
+    start = body(sim, "position")[0]
+    for step in range(1, 11):
+        sim.step()
+        assert (sim.rewards == 0).all(), step
+        pos = body(sim, "position")[0]
+        np.testing.assert_allclose(pos[seeker], start[seeker], atol=1e-6)
+        assert 0.0 < sim.obs["self"][0, HIDER, 10] <= 1.0
+    assert np.linalg.norm(pos[hider, :2] - start[hider, :2]) > 0.1  # hiders move during preparation
+    sim.step()
+    assert (sim.rewards[0, [HIDER, SEEKER]] != 0).all()
+    assert np.linalg.norm(body(sim, "position")[0, seeker, :2] - start[seeker, :2]) > 1e-3
+
+
+def test_grabbed_box_follows_the_agent():
+    layout = {
+        "fixed_boxes": ((0.5, 0.0, 0.0),),  # a cube right in front of the hider
+        "fixed_agents": ((0, 0.0, 0.0, 0.0), (1, -2.5, -2.5, 0.0)),
+    }
+    moved = {}
+    for grab in (0, 1):
+        sim = build(**layout)
+        box = first_row(sim, Kind.BOX)
+        assert int(sim.tensor("agent", "reach_target")[0, HIDER]) == box
+        sim.actions["grab"][0, HIDER] = grab
+        sim.actions["move"][0, HIDER, 0] = 0  # pull back, away from the box
+        start = body(sim, "position")[0]
+        for _ in range(20):
+            sim.step()
+        end = body(sim, "position")[0]
+        hider = agent_row(sim, HIDER)
+        assert end[hider, 0] < start[hider, 0] - 0.3
+        moved[grab] = end[box, 0] - start[box, 0]
+        if grab:
+            assert int(sim.tensor("agent", "holding")[0, HIDER]) == 1
+            np.testing.assert_allclose(end[box, 0] - end[hider, 0], start[box, 0] - start[hider, 0], atol=0.05)
+    assert abs(moved[0]) < 0.02 and moved[1] < -0.3
+
+
+def test_box_locked_by_hiders_holds_against_seekers():
+    sim = build(
+        fixed_boxes=((0.0, 0.0, 0.0),),
+        # The hider west of the box facing it, the seeker east of it facing it.
+        fixed_agents=((0, -0.45, 0.0, 0.0), (1, 0.45, 0.0, math.pi)),
+    )
+    box = first_row(sim, Kind.BOX)
+    assert int(sim.tensor("agent", "reach_target")[0, HIDER]) == box
+    sim.actions["lock"][0, HIDER] = 1
+    sim.step()
+    assert int(sim.tensor("body", "locked_by")[0, box]) == 1  # team 0 + 1
+    sim.actions["lock"][0, HIDER] = 0
+    start = body(sim, "position")[0, box]
+    sim.actions["move"][0, SEEKER, 0] = 0  # the seeker pushes towards -x, into the box
+    for k in range(20):
+        sim.actions["lock"][0, SEEKER] = k % 2  # presses lock again and again
+        sim.actions["grab"][0, SEEKER] = 1
+        sim.step()
+        assert int(sim.tensor("body", "locked_by")[0, box]) == 1
+        assert int(sim.tensor("agent", "holding")[0, SEEKER]) == 0
+    np.testing.assert_allclose(body(sim, "position")[0, box], start, atol=1e-6)
+    # The hiders can unlock it again.
+    sim.actions["lock"][0, HIDER] = 1
+    sim.step()
+    assert int(sim.tensor("body", "locked_by")[0, box]) == 0
+
+
+def test_agent_outside_the_play_area_gets_minus_ten():
+    sim = build(fixed_agents=((0, 1.0, 0.0, 0.0), (1, -1.0, 0.0, math.pi)))
+    sim.step()
+    assert sim.rewards[0, HIDER] == 1.0
+    sim.tensor("body", "position")[0, agent_row(sim, HIDER), 0] = 3.4
+    sim.step()
+    assert sim.rewards[0, HIDER] == -10.0 and sim.rewards[0, SEEKER] == -1.0
+
+
+def test_lidar_matches_the_layout():
+    sim = build(
+        lidar_rays=4,
+        fixed_walls=((1.0, -2.0, 1.0, 2.0, 0.2, 1.0),),  # a wall 0.9 m east of the hider's centre
+        fixed_boxes=((0.0, -1.5, 0.0),),  # a cube 1.25 m south
+        fixed_agents=((0, 0.0, 0.0, 0.0), (1, -2.5, 2.5, 0.0)),
+    )
+    lidar = sim.obs["lidar"][0, HIDER].numpy()
+    # Rays at 0, 90, 180 and 270 degrees from the heading (+x).
+    np.testing.assert_allclose(lidar, [0.9, 6.0, 6.0, 1.25], atol=1e-4)
+
+
+def test_procedural_levels():
+    sim = ecs.BatchSim(envs.make("hide_and_seek", max_episode_steps=10), 16, device="cpu", seed=7)
+    kind, alive = body(sim, "kind"), body(sim, "alive")
+    pos, size, shape, rot = body(sim, "position"), body(sim, "size"), body(sim, "shape"), body(sim, "rotation")
+    active = sim.obs["active"].numpy()
+    cfg = sim.env.config
+    for w in range(16):
+        live = alive[w] != 0
+        boxes = np.nonzero(live & (kind[w] == Kind.BOX))[0]
+        assert 3 <= len(boxes) <= 9
+        assert (size[w, boxes, 0] > size[w, boxes, 1] * 5).sum() >= 3  # elongated
+        assert (live & (kind[w] == Kind.RAMP)).sum() == 2
+        hiders, seekers = int(active[w, :3].sum()), int(active[w, 3:].sum())
+        assert 1 <= hiders <= 3 and 1 <= seekers <= 3
+        assert (live & (kind[w] == Kind.HIDER)).sum() == hiders
+        for team in (Kind.HIDER, Kind.SEEKER):
+            rows = np.nonzero(live & (kind[w] == team))[0]
+            for r in rows[1:]:
+                assert np.linalg.norm(pos[w, r, :2] - pos[w, rows[0], :2]) <= cfg.team_spawn_radius + 1e-5
+        # No initial overlaps: the world-axis footprints of objects are disjoint from each other and from walls.
+        objects = np.nonzero(live & (kind[w] >= Kind.BOX))[0]
+        walls = np.nonzero(live & (kind[w] == Kind.WALL))[0]
+        boxes_xy = {}
+        for r in np.concatenate([objects, walls]):
+            q = rot[w, r]
+            yaw = math.atan2(2 * (q[3] * q[2] + q[0] * q[1]), 1 - 2 * (q[1] ** 2 + q[2] ** 2))
+            c, s = abs(math.cos(yaw)), abs(math.sin(yaw))
+            h = size[w, r]
+            if shape[w, r] == 1:
+                e = np.array([h[0], h[0]])
+            else:
+                e = np.array([c * h[0] + s * h[1], s * h[0] + c * h[1]])
+                if kind[w, r] == Kind.RAMP:
+                    e = e * 4 / 3  # the wedge's centroid is off its box centre
+            boxes_xy[r] = (pos[w, r, :2], e)
+            assert (np.abs(pos[w, r, :2]) <= cfg.floor_size / 2 + 1e-4).all()
+        for i, a in enumerate(objects):
+            for b in [*objects[i + 1 :], *walls]:
+                (pa, ea), (pb, eb) = boxes_xy[a], boxes_xy[b]
+                assert (np.abs(pa - pb) >= ea + eb - 1e-4).any(), (w, a, b)
+    # Worlds differ; the same seed gives the same levels whatever the number of worlds.
+    assert not np.allclose(pos[0], pos[1])
+    again = ecs.BatchSim(envs.make("hide_and_seek", max_episode_steps=10), 2, device="cpu", seed=7)
+    np.testing.assert_array_equal(body(again, "position")[:2], pos[:2])
+    # Auto-reset at the horizon draws a new level.
+    idle(sim)
+    for _ in range(10):
+        sim.step()
+    assert sim.truncated.all() and not sim.terminated.any()
+    assert not np.allclose(body(sim, "position")[0], pos[0])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"fixed_boxes": ((0.0, 0.0, 0.0), (0.3, 0.0, 0.0))}, r"fixed_boxes\[0\] overlaps fixed_boxes\[1\]"),
+        ({"fixed_ramps": ((2.9, 0.0, 0.0),)}, r"fixed_ramps\[0\] lies .*outside"),
+        ({"fixed_boxes": ((-1.0, 0.0, 0.0),)}, r"fixed_boxes\[0\] overlaps fixed_agents\[0\]"),
+        (
+            {"fixed_agents": (*((0, -2.0 + 0.5 * i, 2.0, 0.0) for i in range(4)), (1, 0.0, -2.0, 0.0))},
+            "4 hiders",
+        ),
+        ({"fixed_agents": ((0, -1.0, 0.0, 0.0),)}, "0 seekers"),
+        (
+            {"min_boxes": 2, "max_boxes": 2, "fixed_boxes": ((0.0, 1.0, 0.0), (1.0, 1.0, 0.0), (2.0, 1.0, 0.0))},
+            "capacity is max_boxes",
+        ),
+        ({"fixed_agents": None, "min_hiders": 0}, "team sizes"),
+        ({"fixed_agents": None, "max_seekers": 4}, "team sizes"),
+    ],
+)
+def test_bad_layouts_are_refused(overrides, message):
+    kw = {"fixed_agents": ((0, -1.0, 0.0, 0.0), (1, 1.0, 0.0, 0.0)), **overrides}
+    if kw["fixed_agents"] is None:
+        del kw["fixed_agents"]
+    with pytest.raises(ecs.ConfigError, match=message):
+        envs.make("hide_and_seek", **kw)
+
+
+def test_demo_runs_and_writes_pictures(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    gif, png = tmp_path / "hns.gif", tmp_path / "hns.png"
+    args = ["--num-worlds", "2", "--steps", "6", "--device", "cpu", "--size", "48", "36", "--no-progress"]
+    proc = subprocess.run(
+        [sys.executable, "examples/hide_and_seek_demo.py", *args, "--video", str(gif), "--png", str(png)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"12 world-steps in [\d.]+ s: [\d,]+ world-steps/s", proc.stdout), proc.stdout
+    from PIL import Image
+
+    assert Image.open(gif).n_frames == 4  # the first state and every second step
+    picture = np.asarray(Image.open(png).convert("RGB"))
+    assert picture.shape == (72, 2 * 96 + 4, 3)
+    assert len(np.unique(picture.reshape(-1, 3), axis=0)) > 20  # shaded, not blank
+
+
+def test_worlds_are_independent_and_state_restores_bit_identically():
+    spec = envs.make("hide_and_seek", max_episode_steps=8, prep_fraction=0.25)
+    gen = torch.Generator().manual_seed(0)
+    actions = [
+        {
+            "move": torch.randint(0, 11, (3, 6, 3), generator=gen, dtype=torch.int32),
+            "grab": torch.randint(0, 2, (3, 6), generator=gen, dtype=torch.int32),
+            "lock": torch.randint(0, 2, (3, 6), generator=gen, dtype=torch.int32),
+        }
+        for _ in range(12)
+    ]
+    big, small = ecs.BatchSim(spec, 3, device="cpu", seed=5), ecs.BatchSim(spec, 1, device="cpu", seed=5)
+    for k, a in enumerate(actions):
+        big.step(a)
+        small.step({key: v[:1] for key, v in a.items()})
+        if k == 5:
+            saved = big.state_dict()
+    np.testing.assert_array_equal(body(big, "position")[:1], body(small, "position"))
+    for key in big.obs:
+        np.testing.assert_array_equal(big.obs[key][:1].numpy(), small.obs[key].numpy())
+    np.testing.assert_array_equal(big.rewards[:1].numpy(), small.rewards.numpy())
+    end = body(big, "position")
+    big.load_state_dict(saved)
+    for a in actions[6:]:
+        big.step(a)
+    np.testing.assert_array_equal(body(big, "position"), end)
+
+
+def test_agent_climbs_a_locked_ramp_onto_a_box():
+    sim = build(
+        fixed_ramps=((0.0, 0.0, 0.0),),  # the slope rises towards +x, up to the box's top
+        fixed_boxes=((0.5, 0.0, 0.0),),
+        fixed_agents=((0, -1.0, 0.0, 0.0), (1, -2.5, 2.5, 0.0)),
+    )
+    kind = body(sim, "kind")[0]
+    for k in (Kind.RAMP, Kind.BOX):
+        sim.tensor("body", "locked_by")[0, int(np.nonzero(kind == k)[0][0])] = 1
+    sim.actions["move"][0, HIDER, 0] = 10
+    heights = []
+    for _ in range(28):
+        sim.step()
+        heights.append(body(sim, "position")[0, agent_row(sim, HIDER), 2])
+    assert max(heights) == pytest.approx(0.5 + 0.15, abs=0.02)  # on top of the 0.5 m box
