@@ -18,7 +18,9 @@ sphere / capsule against a polyhedron through the polyhedron's closest point (a 
 gets the point its segment is nearest to, found by alternating projections), polyhedron
 against polyhedron by the separating-axis test over face normals and edge cross products
 (contacts: each vertex of one solid inside the other, or the closest points of the two
-supporting edges when an edge-edge axis separates least), and any shape against a plane.
+supporting edges when an edge-edge axis separates least; points closer than ``SAME_POINT``
+across the normal, such as a vertex of each of two aligned boxes, are kept once), and any shape
+against a plane.
 
 A contact stores both bodies, the unit normal ``n`` from body A into body B, the contact points
 in each body's frame and the depth ``(p_a - p_b) . n`` (positive: overlapping). Contacts live in
@@ -71,6 +73,7 @@ class Broadphase(enum.IntEnum):
 
 
 _ALL_PAIRS = wp.constant(int(Broadphase.ALL_PAIRS))
+SAME_POINT = wp.constant(5.0e-4)  # m: polyhedron contacts closer than this across the normal are one contact
 
 
 # -- components ---------------------------------------------------------------------------------
@@ -188,6 +191,14 @@ class ContactImpulse:
     value: wp.float32
 
 
+@ecs.component
+class ContactFriction:
+    """Friction position impulse on body B in the last substep [kg m], world frame, perpendicular to the normal
+    (body A received the opposite). Its length is at most the friction coefficient times ``ContactImpulse``."""
+
+    value: wp.vec3
+
+
 @ecs.component(singleton=True)
 class ContactCount:
     """Contacts found in the last substep (rows ``[0, count)`` of ``contact`` are alive)."""
@@ -206,6 +217,7 @@ CONTACT_COMPONENTS = (
     ContactDepth,
     ContactNormalSpeed,
     ContactImpulse,
+    ContactFriction,
 )
 
 
@@ -417,8 +429,30 @@ def supporting_edge(poses: Poses, world: int, i: int, direction: wp.vec3, n: wp.
 
 
 @wp.func
+def already_touching(c: Contacts, poses: Poses, world: int, b: int, first: int, pb: wp.vec3, n: wp.vec3) -> bool:
+    """Whether a contact of this pair from row ``first`` on touches B within ``SAME_POINT`` of ``pb``
+    across the normal (a vertex of each solid at the same spot, or a crossing at a corner)."""
+    xb = poses.position[world, b]
+    qb = poses.rotation[world, b]
+    for k in range(first, wp.min(c.count[world], c.body_a.shape[1])):
+        d = xb + wp.quat_rotate(qb, c.offset_b[world, k]) - pb
+        if wp.length_sq(d - n * wp.dot(d, n)) < SAME_POINT * SAME_POINT:
+            return True
+    return False
+
+
+@wp.func
 def face_edge_crossings(
-    c: Contacts, poses: Poses, world: int, a: int, b: int, n: wp.vec3, top_a: float, low_b: float, margin: float
+    c: Contacts,
+    poses: Poses,
+    world: int,
+    a: int,
+    b: int,
+    n: wp.vec3,
+    top_a: float,
+    low_b: float,
+    margin: float,
+    first: int,
 ):
     """Where an edge of A's contact face crosses an edge of B's, seen along ``n``: the corners of the
     contact polygon that are vertices of neither solid (two offset boxes resting on each other)."""
@@ -455,7 +489,7 @@ def face_edge_crossings(
                             pa = a0 + da * s
                             pb = b0 + db * t
                             depth = wp.dot(pa - pb, n)
-                            if depth > -margin:
+                            if depth > -margin and not already_touching(c, poses, world, b, first, pb, n):
                                 emit(c, poses, world, a, b, pa, pb, n, depth)
 
 
@@ -503,6 +537,7 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
         return
     n = best_n
     if best_ea < 0:
+        first = c.count[world]
         top_a = project(poses, world, a, n)[1]
         low_b = project(poses, world, b, n)[0]
         for k in range(num_vertices(sb)):
@@ -515,9 +550,9 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
             v = world_vertex(poses, world, a, k)
             if inside_with_margin(poses, world, b, v, margin):
                 depth = wp.dot(v, n) - low_b
-                if depth > -margin:
+                if depth > -margin and not already_touching(c, poses, world, b, first, v - n * depth, n):
                     emit(c, poses, world, a, b, v, v - n * depth, n, depth)
-        face_edge_crossings(c, poses, world, a, b, n, top_a, low_b, margin)
+        face_edge_crossings(c, poses, world, a, b, n, top_a, low_b, margin, first)
         return
     ea = wp.quat_rotate(qa, edge_direction(sa, poses.size[world, a], best_ea))
     eb = wp.quat_rotate(qb, edge_direction(sb, poses.size[world, b], best_eb))

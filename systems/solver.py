@@ -7,14 +7,25 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    (with the gyroscopic term), damping; then positions and orientations advance explicitly;
    kinematic bodies advance with their own velocities; static and locked bodies stay put;
 2. narrowphase on the step's candidate pairs at the new poses, into the contact table;
-3. one Gauss-Seidel pass of position constraints: for each contact the normal correction,
-   then static friction (the tangential slip since the substep began is undone while its
-   impulse stays below ``mu`` times the normal impulse); then each fixed joint (anchor points
-   together, relative orientation held), all with zero compliance;
+3. contact position constraints, point by point (after Mueller et al.: each contact point is
+   an XPBD constraint with zero compliance; its anchors are the contact points in the two body
+   frames). ``CONTACT_PASSES`` Gauss-Seidel passes over the world's manifolds; within a
+   manifold, a few projected Gauss-Seidel sweeps over its points, linearised about the pair's
+   pose, each point's normal correction (accumulated impulse ``lambda_n >= 0``) then its
+   friction (the tangential motion of its anchors since the substep began is undone, with an
+   accumulated impulse of at most ``mu lambda_n``: static friction holds, sliding is slowed by
+   Coulomb friction). The last pass propagates shocks: a body resting on another is solved
+   against the lower one held still, so a stack ends the substep with every contact satisfied
+   and nothing creeps. Then each fixed joint (anchor points together, relative orientation
+   held), with zero compliance;
 4. velocities from the position change over the substep;
-5. one velocity pass over contacts that pushed: dynamic Coulomb friction (an impulse of at most
-   ``h mu f_n``, ``f_n = lambda_n / h^2``, against the slip, never reversing it) and restitution (the normal speed becomes ``-e`` times the
-   approach speed before the solve; zero below ``2 |g| h`` to keep resting contacts quiet).
+5. one velocity pass over contacts that pushed: restitution at each manifold's impulse-weighted
+   centroid (the normal speed becomes ``-e`` times the approach speed before the solve; zero
+   below ``2 |g| h`` to keep resting contacts quiet), and dynamic friction from the part of the
+   normal impulse that the position solve's friction has not seen.
+
+Per substep and contact point the friction impulse is in ``contact_friction``, the normal one in
+``contact_impulse``.
 """
 
 from __future__ import annotations
@@ -33,6 +44,16 @@ from .rigid_body import (
 )
 
 wp.set_module_options({"enable_backward": False})
+
+
+CONTACT_PASSES = wp.constant(2)  # Gauss-Seidel passes over a world's contact manifolds per substep
+FIRST_SWEEPS = wp.constant(2)  # sweeps over one manifold's points in the passes before the last (linearised)
+NORMAL_SWEEPS = wp.constant(8)  # sweeps over one manifold's points in the last (shock-propagation) pass
+MAX_MANIFOLD = wp.constant(16)  # points of a manifold that the solver treats (the narrowphase makes at most 16)
+ManifoldRows = wp.types.matrix(shape=(16, 3), dtype=wp.float32)  # a vector per manifold point
+ManifoldValues = wp.types.vector(length=16, dtype=wp.float32)  # a number per manifold point
+SETTLED = wp.constant(1.0e-7)  # m: a manifold's sweeps stop once the last one moved its bodies less than this
+SHOCK_COS = wp.constant(0.7)  # last pass: a contact whose normal is this close to vertical holds the lower body
 
 
 @wp.struct
@@ -76,18 +97,6 @@ def twist(bodies: Bodies, world: int, i: int, inv_m: float, angular: wp.vec3):
         return
     q = bodies.rotation[world, i]
     bodies.rotation[world, i] = rotate_by(q, world_inv_inertia_apply(q, bodies.inv_inertia[world, i], angular))
-
-
-@wp.func
-def kick(bodies: Bodies, world: int, i: int, inv_m: float, p: wp.vec3, r: wp.vec3):
-    """Applies the velocity impulse ``p`` at offset ``r`` to body ``i``."""
-    if inv_m == 0.0:
-        return
-    q = bodies.rotation[world, i]
-    bodies.linear_velocity[world, i] = bodies.linear_velocity[world, i] + p * inv_m
-    bodies.angular_velocity[world, i] = bodies.angular_velocity[world, i] + world_inv_inertia_apply(
-        q, bodies.inv_inertia[world, i], wp.cross(r, p)
-    )
 
 
 @wp.func
@@ -146,34 +155,6 @@ def manifold_end(c: Contacts, world: int, start: int, count: int) -> int:
 
 
 @wp.func
-def static_friction(
-    bodies: Bodies, c: Contacts, world: int, k: int, a: int, b: int, ima: float, imb: float, limit: float
-):
-    """Undoes the tangential slip of contact ``k``'s points since the substep began, if that takes less than ``limit``."""
-    n = c.normal[world, k]
-    qa = bodies.rotation[world, a]
-    qb = bodies.rotation[world, b]
-    ra = wp.quat_rotate(qa, c.offset_a[world, k])
-    rb = wp.quat_rotate(qb, c.offset_b[world, k])
-    pa_prev = bodies.prev_position[world, a] + wp.quat_rotate(bodies.prev_rotation[world, a], c.offset_a[world, k])
-    pb_prev = bodies.prev_position[world, b] + wp.quat_rotate(bodies.prev_rotation[world, b], c.offset_b[world, k])
-    dp = (bodies.position[world, a] + ra - pa_prev) - (bodies.position[world, b] + rb - pb_prev)
-    slip_vec = dp - n * wp.dot(dp, n)
-    slip = wp.length(slip_vec)
-    if slip <= 1.0e-9:
-        return
-    t = slip_vec / slip
-    wa = generalized_inverse_mass(ima, qa, bodies.inv_inertia[world, a], ra, t)
-    wb = generalized_inverse_mass(imb, qb, bodies.inv_inertia[world, b], rb, t)
-    if wa + wb <= 0.0:
-        return
-    dlt = slip / (wa + wb)
-    if dlt < limit:
-        push(bodies, world, a, ima, -dlt * t, ra)
-        push(bodies, world, b, imb, dlt * t, rb)
-
-
-@wp.func
 def solve_joint(
     bodies: Bodies,
     world: int,
@@ -218,62 +199,173 @@ def solve_joint(
 
 
 @wp.func
-def solve_manifold(bodies: Bodies, c: Contacts, impulse: wp.array2d[wp.float32], world: int, start: int, end: int):
-    """Normal and static-friction position constraints of one pair's contacts.
+def world_inv_inertia(inv_m: float, q: wp.quat, inv_inertia: wp.mat33) -> wp.mat33:
+    """World-frame inverse inertia ``R I^-1 R^T``; zero for a body that does not move."""
+    if inv_m == 0.0:
+        return wp.mat33(0.0)
+    r = wp.quat_to_matrix(q)
+    return r * inv_inertia * wp.transpose(r)
 
-    The normal constraint is solved once for the whole manifold, at the depth-weighted centroid of
-    its overlapping points with their depth-weighted mean depth: a box resting flat is lifted
-    without a spurious tilt (point-by-point Gauss-Seidel over coplanar corners leaves a rocking
-    residue that friction then turns into creep). The impulse is shared among the points in
-    proportion to their depth; static friction then acts point by point, so spin is resisted.
+
+@wp.func
+def tangent(n: wp.vec3) -> wp.vec3:
+    """A unit vector perpendicular to unit ``n`` (the first friction axis; the second is ``n x t``)."""
+    t = wp.where(wp.abs(n[0]) < 0.9, wp.cross(n, wp.vec3(1.0, 0.0, 0.0)), wp.cross(n, wp.vec3(0.0, 1.0, 0.0)))
+    return wp.normalize(t)
+
+
+@wp.func
+def effective_inverse_mass(
+    ima: float, ia: wp.mat33, ra: wp.vec3, imb: float, ib: wp.mat33, rb: wp.vec3, d: wp.vec3
+) -> float:
+    """Inverse mass that a pair of equal and opposite impulses along unit ``d`` at ``ra`` and ``rb`` sees."""
+    ca = wp.cross(ra, d)
+    cb = wp.cross(rb, d)
+    return ima + wp.dot(ca, ia * ca) + imb + wp.dot(cb, ib * cb)
+
+
+@wp.func
+def solve_manifold(
+    bodies: Bodies,
+    c: Contacts,
+    impulse: wp.array2d[wp.float32],
+    friction: wp.array2d[wp.vec3],
+    world: int,
+    start: int,
+    end: int,
+    up: wp.vec3,
+):
+    """Normal and friction position constraints of one pair's contacts, point by point.
+
+    Every point is its own constraint: the normal one pushes the anchors apart along ``n`` until they
+    no longer overlap (accumulated impulse ``lambda_n >= 0``), the friction one undoes the tangential
+    motion of the anchors since the substep began, with an accumulated impulse of at most
+    ``mu lambda_n`` (Coulomb's cone: static friction holds, a sliding contact is slowed by ``mu``
+    times its normal impulse). The points are solved together by projected Gauss-Seidel over
+    ``FIRST_SWEEPS`` (``NORMAL_SWEEPS`` in the last pass) sweeps, each point's normal then its
+    friction, linearised about the pose the pair has when its turn comes, stopping early once a
+    sweep moves the pair less than ``SETTLED``; the motion of each body is applied once at the
+    end. The sweeps converge to the point impulses that balance force and torque together, so a
+    resting contact patch neither tilts nor creeps. Impulses accumulate over the passes.
+
+    ``up`` non-zero (the last pass, shock propagation): when one body rests on the other (the
+    normal within ``acos(SHOCK_COS)`` of ``up``), the lower body is held still, so that fixing
+    a contact higher up a stack does not undo the ones below it.
     """
     a = c.body_a[world, start]
     b = c.body_b[world, start]
+    ima = inv_mass_of(bodies, world, a)
+    imb = inv_mass_of(bodies, world, b)
+    if ima > 0.0 and imb > 0.0:
+        lean = wp.dot(c.normal[world, start], up)
+        if lean > SHOCK_COS:
+            ima = 0.0
+        elif lean < -SHOCK_COS:
+            imb = 0.0
+    if ima + imb <= 0.0:
+        return
     qa = bodies.rotation[world, a]
     qb = bodies.rotation[world, b]
     xa = bodies.position[world, a]
     xb = bodies.position[world, b]
-    total = wp.float32(0.0)
-    square = wp.float32(0.0)
-    ra_sum = wp.vec3(0.0, 0.0, 0.0)
-    rb_sum = wp.vec3(0.0, 0.0, 0.0)
-    n_sum = wp.vec3(0.0, 0.0, 0.0)
-    for k in range(start, end):
-        n = c.normal[world, k]
-        ra = wp.quat_rotate(qa, c.offset_a[world, k])
-        rb = wp.quat_rotate(qb, c.offset_b[world, k])
-        d = wp.dot((xa + ra) - (xb + rb), n)
-        impulse[world, k] = 0.0
-        if d > 0.0:
-            impulse[world, k] = d
-            total += d
-            square += d * d
-            ra_sum += ra * d
-            rb_sum += rb * d
-            n_sum += n * d
-    if total <= 0.0:
-        return
-    n = wp.normalize(n_sum)
-    ra = ra_sum / total
-    rb = rb_sum / total
-    depth = square / total
-    ima = inv_mass_of(bodies, world, a)
-    imb = inv_mass_of(bodies, world, b)
-    wa = generalized_inverse_mass(ima, qa, bodies.inv_inertia[world, a], ra, n)
-    wb = generalized_inverse_mass(imb, qb, bodies.inv_inertia[world, b], rb, n)
-    if wa + wb <= 0.0:
-        for k in range(start, end):
-            impulse[world, k] = 0.0
-        return
-    dl = depth / (wa + wb)
-    push(bodies, world, a, ima, -dl * n, ra)
-    push(bodies, world, b, imb, dl * n, rb)
+    rot_a = wp.quat_to_matrix(qa)
+    rot_b = wp.quat_to_matrix(qb)
+    ia = world_inv_inertia(ima, qa, bodies.inv_inertia[world, a])
+    ib = world_inv_inertia(imb, qb, bodies.inv_inertia[world, b])
+    xa_prev = bodies.prev_position[world, a]
+    xb_prev = bodies.prev_position[world, b]
+    rot_a_prev = wp.quat_to_matrix(bodies.prev_rotation[world, a])
+    rot_b_prev = wp.quat_to_matrix(bodies.prev_rotation[world, b])
     mu = wp.max(bodies.friction[world, a], bodies.friction[world, b])
-    for k in range(start, end):
-        share = dl * impulse[world, k] / total
-        impulse[world, k] = share
-        if share > 0.0:
-            static_friction(bodies, c, world, k, a, b, ima, imb, mu * share)
+    # Per point (the first MAX_MANIFOLD): normal, depth, inverse mass, and the turn of each body per unit impulse.
+    count = wp.min(end - start, MAX_MANIFOLD)  # points past the first MAX_MANIFOLD are left out
+    normals = ManifoldRows()
+    arm_a = ManifoldRows()
+    arm_b = ManifoldRows()
+    turn_a = ManifoldRows()
+    turn_b = ManifoldRows()
+    pos_a = ManifoldRows()
+    pos_b = ManifoldRows()
+    slip0 = ManifoldRows()
+    depth0 = ManifoldValues()
+    inv_w = ManifoldValues()
+    for i in range(count):
+        k = start + i
+        n = c.normal[world, k]
+        oa = c.offset_a[world, k]
+        ob = c.offset_b[world, k]
+        ra = rot_a * oa
+        rb = rot_b * ob
+        pos_a[i] = ra
+        pos_b[i] = rb
+        # Motion of A's anchor relative to B's since the substep began.
+        slip0[i] = ((xa + ra) - (xa_prev + rot_a_prev * oa)) - ((xb + rb) - (xb_prev + rot_b_prev * ob))
+        ca = wp.cross(ra, n)
+        cb = wp.cross(rb, n)
+        ua = ia * ca
+        ub = ib * cb
+        normals[i] = n
+        arm_a[i] = ca
+        arm_b[i] = cb
+        turn_a[i] = ua
+        turn_b[i] = ub
+        depth0[i] = wp.dot((xa + ra) - (xb + rb), n)
+        inv_w[i] = 1.0 / (ima + wp.dot(ca, ua) + imb + wp.dot(cb, ub))
+    # The motion the solve gives each body (translation and small rotation vector), linearised.
+    dxa = wp.vec3(0.0, 0.0, 0.0)
+    dqa = wp.vec3(0.0, 0.0, 0.0)
+    dxb = wp.vec3(0.0, 0.0, 0.0)
+    dqb = wp.vec3(0.0, 0.0, 0.0)
+    settle = SETTLED / (ima + imb)  # an impulse that moves the pair less than SETTLED metres
+    sweeps = wp.where(wp.length_sq(up) > 0.0, NORMAL_SWEEPS, FIRST_SWEEPS)
+    for _sweep in range(sweeps):
+        largest = wp.float32(0.0)  # the largest impulse change of the sweep
+        for i in range(count):
+            n = normals[i]
+            depth = depth0[i] + wp.dot(n, dxa - dxb) + wp.dot(dqa, arm_a[i]) - wp.dot(dqb, arm_b[i])
+            l_old = impulse[world, start + i]
+            if depth > 0.0 or l_old > 0.0:
+                l_new = wp.max(l_old + depth * inv_w[i], 0.0)
+                dl = l_new - l_old
+                largest = wp.max(largest, wp.abs(dl))
+                impulse[world, start + i] = l_new
+                # The impulse dl n acts on B at rb and -dl n on A at ra.
+                dxa -= n * (dl * ima)
+                dqa -= turn_a[i] * dl
+                dxb += n * (dl * imb)
+                dqb += turn_b[i] * dl
+            k = start + i
+            f_old = friction[world, k]
+            lam = impulse[world, k]
+            if lam > 0.0 or wp.length_sq(f_old) > 0.0:
+                n = normals[i]
+                ra = pos_a[i]
+                rb = pos_b[i]
+                slip = slip0[i] + (dxa + wp.cross(dqa, ra)) - (dxb + wp.cross(dqb, rb))
+                slip = slip - n * wp.dot(slip, n)
+                size = wp.length(slip)
+                f_new = f_old
+                if size > 1.0e-12:
+                    f_new = f_old + slip / effective_inverse_mass(ima, ia, ra, imb, ib, rb, slip / size)
+                limit = mu * lam
+                f = wp.length(f_new)
+                if f > limit:
+                    f_new = f_new * wp.where(f > 0.0, limit / f, 0.0)
+                friction[world, k] = f_new
+                p = f_new - f_old
+                largest = wp.max(largest, wp.length(p))
+                dxa -= p * ima
+                dqa -= ia * wp.cross(ra, p)
+                dxb += p * imb
+                dqb += ib * wp.cross(rb, p)
+        if largest <= settle:
+            break
+    if ima > 0.0:
+        bodies.position[world, a] = xa + dxa
+        bodies.rotation[world, a] = rotate_by(qa, dqa)
+    if imb > 0.0:
+        bodies.position[world, b] = xb + dxb
+        bodies.rotation[world, b] = rotate_by(qb, dqb)
 
 
 @wp.func
@@ -288,18 +380,24 @@ def solve_manifold_velocity(
     h: float,
     gravity: float,
 ):
-    """Restitution once for the manifold at its impulse-weighted centroid, then dynamic friction point by point.
+    """Restitution and dynamic friction of one pair's contacts that pushed.
 
-    The friction budget of a point is ``mu`` times its whole normal impulse of the substep: its share
-    of the position impulse (``lambda / h``) plus its share of the restitution impulse, so that the
-    normal impulses that friction sees add up to the ones the body actually received.
+    Restitution acts once for the manifold at its impulse-weighted centroid: the normal speed
+    there becomes ``-e`` times the approach speed before the solve (zero below ``2 |g| h``, which
+    keeps resting contacts quiet). Its impulse is shared among the points like the position
+    impulse; where it pushes, each point's tangential velocity is opposed with at most ``mu``
+    times its share (the position solve's friction has already spent ``mu lambda_n``).
     """
     a = c.body_a[world, start]
     b = c.body_b[world, start]
     ima = inv_mass_of(bodies, world, a)
     imb = inv_mass_of(bodies, world, b)
+    if ima + imb <= 0.0:
+        return
     qa = bodies.rotation[world, a]
     qb = bodies.rotation[world, b]
+    rot_a = wp.quat_to_matrix(qa)
+    rot_b = wp.quat_to_matrix(qb)
     total = wp.float32(0.0)
     ra_sum = wp.vec3(0.0, 0.0, 0.0)
     rb_sum = wp.vec3(0.0, 0.0, 0.0)
@@ -309,50 +407,62 @@ def solve_manifold_velocity(
         lam = impulse[world, k]
         if lam > 0.0:
             total += lam
-            ra_sum += wp.quat_rotate(qa, c.offset_a[world, k]) * lam
-            rb_sum += wp.quat_rotate(qb, c.offset_b[world, k]) * lam
+            ra_sum += rot_a * c.offset_a[world, k] * lam
+            rb_sum += rot_b * c.offset_b[world, k] * lam
             n_sum += c.normal[world, k] * lam
             approach += normal_speed[world, k] * lam
     if total <= 0.0:
         return
+    ia = world_inv_inertia(ima, qa, bodies.inv_inertia[world, a])
+    ib = world_inv_inertia(imb, qb, bodies.inv_inertia[world, b])
+    va = bodies.linear_velocity[world, a]
+    wa = bodies.angular_velocity[world, a]
+    vb = bodies.linear_velocity[world, b]
+    wb = bodies.angular_velocity[world, b]
     n = wp.normalize(n_sum)
     ra = ra_sum / total
     rb = rb_sum / total
     approach = approach / total
-    vn = wp.dot(n, point_velocity(bodies, world, a, ra) - point_velocity(bodies, world, b, rb))
+    vn = wp.dot(n, (va + wp.cross(wa, ra)) - (vb + wp.cross(wb, rb)))
     e = wp.max(bodies.restitution[world, a], bodies.restitution[world, b])
     if approach <= 2.0 * wp.abs(gravity) * h:
         e = 0.0
     target = wp.min(-e * approach, 0.0)
-    wa = generalized_inverse_mass(ima, qa, bodies.inv_inertia[world, a], ra, n)
-    wb = generalized_inverse_mass(imb, qb, bodies.inv_inertia[world, b], rb, n)
-    push_back = wp.float32(0.0)  # normal impulse of the restitution step, > 0 when it pushes the bodies apart
-    if wa + wb > 0.0:
-        push_back = (vn - target) / (wa + wb)
-        kick(bodies, world, a, ima, -push_back * n, ra)
-        kick(bodies, world, b, imb, push_back * n, rb)
+    # Normal impulse on B (A gets the opposite); > 0 pushes the bodies apart.
+    push_back = (vn - target) / effective_inverse_mass(ima, ia, ra, imb, ib, rb, n)
+    p = n * push_back
+    va -= p * ima
+    wa -= ia * wp.cross(ra, p)
+    vb += p * imb
+    wb += ib * wp.cross(rb, p)
     mu = wp.max(bodies.friction[world, a], bodies.friction[world, b])
-    for k in range(start, end):
-        lam = impulse[world, k]
-        if lam > 0.0:
-            nk = c.normal[world, k]
-            qa = bodies.rotation[world, a]
-            qb = bodies.rotation[world, b]
-            rak = wp.quat_rotate(qa, c.offset_a[world, k])
-            rbk = wp.quat_rotate(qb, c.offset_b[world, k])
-            budget = mu * wp.max(lam / h + push_back * lam / total, 0.0)
-            v = point_velocity(bodies, world, a, rak) - point_velocity(bodies, world, b, rbk)
-            vt = v - nk * wp.dot(nk, v)
-            speed_t = wp.length(vt)
-            if speed_t > 1.0e-9:
-                t = vt / speed_t
-                wat = generalized_inverse_mass(ima, qa, bodies.inv_inertia[world, a], rak, t)
-                wbt = generalized_inverse_mass(imb, qb, bodies.inv_inertia[world, b], rbk, t)
-                if wat + wbt > 0.0:
-                    # Coulomb: at most mu times the normal impulse, and never more than stops the slip.
-                    p = -wp.min(budget, speed_t / (wat + wbt)) * t
-                    kick(bodies, world, a, ima, p, rak)
-                    kick(bodies, world, b, imb, -p, rbk)
+    if push_back > 0.0 and mu > 0.0:
+        for k in range(start, end):
+            lam = impulse[world, k]
+            if lam > 0.0:
+                nk = c.normal[world, k]
+                rak = rot_a * c.offset_a[world, k]
+                rbk = rot_b * c.offset_b[world, k]
+                v = (va + wp.cross(wa, rak)) - (vb + wp.cross(wb, rbk))
+                vt = v - nk * wp.dot(nk, v)
+                speed_t = wp.length(vt)
+                if speed_t > 1.0e-9:
+                    t = vt / speed_t
+                    # Coulomb: at most mu times the point's share, and never more than stops the slip.
+                    f = wp.min(
+                        mu * push_back * lam / total, speed_t / effective_inverse_mass(ima, ia, rak, imb, ib, rbk, t)
+                    )
+                    p = t * f
+                    va -= p * ima
+                    wa -= ia * wp.cross(rak, p)
+                    vb += p * imb
+                    wb += ib * wp.cross(rbk, p)
+    if ima > 0.0:
+        bodies.linear_velocity[world, a] = va
+        bodies.angular_velocity[world, a] = wa
+    if imb > 0.0:
+        bodies.linear_velocity[world, b] = vb
+        bodies.angular_velocity[world, b] = wb
 
 
 @wp.kernel
@@ -401,6 +511,7 @@ def step_bodies(
     contact__contact_depth_out: wp.array2d[wp.float32],
     contact__contact_normal_speed_out: wp.array2d[wp.float32],
     contact__contact_impulse_out: wp.array2d[wp.float32],
+    contact__contact_friction_out: wp.array2d[wp.vec3],
     contact__overflow_out: wp.array[wp.int32],
     world_contact_count_out: wp.array[wp.int32],
 ):
@@ -465,11 +576,16 @@ def step_bodies(
             v = point_velocity(bodies, world, a, ra) - point_velocity(bodies, world, b, rb)
             contact__contact_normal_speed_out[world, k] = wp.dot(contact__contact_normal_out[world, k], v)
             contact__contact_impulse_out[world, k] = 0.0
-        k = wp.int32(0)
-        while k < count:
-            e = manifold_end(c, world, k, count)
-            solve_manifold(bodies, c, contact__contact_impulse_out, world, k, e)
-            k = e
+            contact__contact_friction_out[world, k] = wp.vec3(0.0, 0.0, 0.0)
+        for it in range(CONTACT_PASSES):
+            up = wp.vec3(0.0, 0.0, 0.0)
+            if it == CONTACT_PASSES - 1:
+                up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
+            k = wp.int32(0)
+            while k < count:
+                e = manifold_end(c, world, k, count)
+                solve_manifold(bodies, c, contact__contact_impulse_out, contact__contact_friction_out, world, k, e, up)
+                k = e
         for j in range(joint__alive_in.shape[1]):
             if joint__alive_in[world, j] != 0:
                 solve_joint(

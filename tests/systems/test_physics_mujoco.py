@@ -143,17 +143,7 @@ def test_sphere_rolling_down_a_45_degree_wedge():
 
 @pytest.mark.parametrize(
     "offset",
-    [
-        (0.0, 0.0),
-        pytest.param(
-            (0.1, 0.05),
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="known limitation: with 4 substeps and one Gauss-Seidel pass, a box resting off-centre on "
-                "another rocks slightly and the pair creeps about 1 mm per step",
-            ),
-        ),
-    ],
+    [(0.0, 0.0), (0.1, 0.05)],
 )
 def test_box_resting_on_another_box(offset):
     half = 0.25
