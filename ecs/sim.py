@@ -367,15 +367,27 @@ class BatchSim:
 
     _timer: dict | None = None
     _nan_labels: dict[int, str] | None = None
+    _nan_bounds: dict[str, tuple[float, float]] = {}  # noqa: RUF012 - replaced, never mutated
 
     def _check_finite(self, launch: _Launch) -> None:
         wp.synchronize_device(self.device)
         for arr in launch.inputs:
             label = self._nan_labels.get(id(arr)) if isinstance(arr, wp.array) else None
-            if label is None or scalar_type(arr.dtype) not in (wp.float16, wp.float32, wp.float64):
+            if label is None:
+                continue
+            is_float = scalar_type(arr.dtype) in (wp.float16, wp.float32, wp.float64)
+            bound = self._nan_bounds.get(label)
+            if not is_float and bound is None:
                 continue
             values = arr.numpy()
-            bad = ~np.isfinite(values)
+            bad = ~np.isfinite(values) if is_float else np.zeros(values.shape, dtype=bool)
+            what = "non-finite value"
+            if not bad.any() and bound is not None:
+                bad = (values < bound[0]) | (values > bound[1])
+                if label.startswith("table/"):  # dead rows hold stale values
+                    alive = self._state_arrays()[label.rsplit("/", 1)[0] + "/alive"].numpy() != 0
+                    bad &= alive.reshape(alive.shape + (1,) * (bad.ndim - alive.ndim))
+                what = f"value outside [{bound[0]}, {bound[1]}]"
             if bad.any():
                 index = tuple(int(i) for i in np.argwhere(bad)[0])
                 worlds = int(bad.reshape(self.num_worlds, -1).any(axis=1).sum())
@@ -384,24 +396,33 @@ class BatchSim:
                 else:
                     where, why = (
                         f"after system {launch.name!r} ({launch.phase.name})",
-                        "every value was finite before it ran",
+                        "every value was in range before it ran",
                     )
                 raise EcsError(
-                    f"non-finite value {where}: {label}{list(index)} is {values[index]} in world {index[0]} "
+                    f"{what} {where}: {label}{list(index)} is {values[index]} in world {index[0]} "
                     f"({worlds} world(s) affected); {why}."
                 )
 
-    def find_nan(self, steps: int = 1) -> None:
-        """Runs ``steps`` eager steps, checking after every system that each float column it touches is finite.
+    def find_nan(self, steps: int = 1, *, bounds: Mapping[str, tuple[float, float]] | None = None) -> None:
+        """Runs ``steps`` eager steps, checking after every system each column it touches.
 
-        A debugging mode: much slower than ``step()``. The first non-finite value raises
-        ``EcsError`` naming the system, the column and the world; the simulation is left as it was
-        at that point (mid-step). Returns quietly when every value stays finite.
+        Float columns must stay finite; ``bounds`` adds ranges, keyed like ``state_dict()["arrays"]``
+        (``"table/body/position": (-20, 20)``, ``"singleton/cart_position": (-3, 3)``; live rows
+        only for tables). A debugging mode: much slower than ``step()``. The first bad value
+        raises ``EcsError`` naming the system, the column, the index and the world; the simulation
+        is left as it was at that point (mid-step). Returns quietly when every value is fine.
         """
         if not isinstance(steps, int) or steps < 1:
             raise EcsError(f"find_nan steps must be an int >= 1, got {steps!r}")
         arrays = {k: v for k, v in self._state_arrays().items() if not k.startswith("param/")}
-        self._nan_labels = {id(v): k for k, v in arrays.items()}
+        bounds = dict(bounds or {})
+        unknown = sorted(set(bounds) - set(arrays))
+        if unknown:
+            raise EcsError(f"find_nan bounds name unknown arrays {unknown}; known: {sorted(arrays)}")
+        for key, bound in bounds.items():
+            if len(bound) != 2 or not bound[0] <= bound[1]:
+                raise EcsError(f"find_nan bounds[{key!r}] must be (low, high) with low <= high, got {bound!r}")
+        self._nan_labels, self._nan_bounds = {id(v): k for k, v in arrays.items()}, bounds
         self._check_finite(_Launch("(state before the step)", Phase.NONE, None, 0, list(arrays.values())))
         fused, self._fused = self._fused, None  # system by system, so run the unfused step
         try:
@@ -409,7 +430,7 @@ class BatchSim:
                 self._record_step()
                 self._raise_pending()
         finally:
-            self._nan_labels, self._fused = None, fused
+            self._nan_labels, self._nan_bounds, self._fused = None, {}, fused
 
     def _engine(self, name: str, kernel: wp.Kernel, dim: Any, inputs: list[Any]) -> None:
         self._launch(_Launch(name, Phase.NONE, kernel, dim, inputs))

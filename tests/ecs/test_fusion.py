@@ -150,3 +150,16 @@ def test_find_nan_names_the_system_even_when_fused():
     with pytest.raises(ecs.EcsError, match=r"after system 'step_cartpole' \(PHYSICS\).*world 0"):
         sim.find_nan(1)
     assert sim.fused
+
+
+def test_find_nan_reports_out_of_range_values():
+    sim = ecs.BatchSim(envs.make("cartpole", x_threshold=100.0), 4, device="cpu")
+    sim.actions["push"].fill_(1)
+    sim.find_nan(3, bounds={"singleton/cart_position": (-5.0, 5.0)})  # in range: quiet
+    with pytest.raises(ecs.EcsError, match=r"outside \[-0\.06, 0\.06\] after system 'step_cartpole'.*in world \d"):
+        for _ in range(50):  # pushed right, every cart leaves [-0.06, 0.06] within a few steps
+            sim.find_nan(1, bounds={"singleton/cart_position": (-0.06, 0.06)})
+    with pytest.raises(ecs.EcsError, match="unknown arrays"):
+        sim.find_nan(1, bounds={"singleton/nope": (0, 1)})
+    spawned = ecs.BatchSim(envs.make("foraging"), 4, device="cpu")
+    spawned.find_nan(5, bounds={"table/food/age": (0, 10_000)})  # live rows only
