@@ -75,7 +75,7 @@ class BatchSim:
             and unfused steps give the same results.
         cpu_threads: on CPU, a fused step runs on this many threads, each over its own chunk of
             worlds (Warp's CPU backend runs one launch on one core). None uses every core the
-            process may run on when there are at least 4096 worlds per thread, else 1.
+            process may run on when there are at least 1024 worlds per thread, else 1.
 
     Raises:
         EcsError: bad arguments, an invalid env spec or task graph, or a simulation that would not
@@ -161,7 +161,7 @@ class BatchSim:
         threads = 1
         if self._is_cpu and self._fused is not None:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-            threads = cpu_threads if cpu_threads is not None else max(1, min(cores, self.num_worlds // 4096))
+            threads = cpu_threads if cpu_threads is not None else max(1, min(cores, self.num_worlds // 1024))
             threads = min(threads, self.num_worlds)
         bounds = np.linspace(0, self.num_worlds, threads + 1).astype(int)
         self._chunks = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
