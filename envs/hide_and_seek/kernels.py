@@ -813,6 +813,52 @@ def object_features(
     return f
 
 
+@wp.func
+def observe_objects(
+    first_row: int,
+    active: bool,
+    world: int,
+    a: int,
+    origin: wp.vec3,
+    yc: float,
+    ys: float,
+    yaw: float,
+    team: int,
+    body__alive_in: wp.array2d[wp.int32],
+    body__size_in: wp.array2d[wp.vec3],
+    body__position_in: wp.array2d[wp.vec3],
+    body__rotation_in: wp.array2d[wp.quat],
+    body__linear_velocity_in: wp.array2d[wp.vec3],
+    body__locked_by_in: wp.array2d[wp.int32],
+    agent__visible_in: wp.array3d[wp.int32],
+    obs_out: wp.array3d[ObjectVec],
+    mask_out: wp.array3d[wp.float32],
+):
+    """Features and visibility of one kind of object (boxes or ramps: consecutive body rows) for agent ``a``."""
+    for i in range(obs_out.shape[2]):
+        row = first_row + i
+        fo = ObjectVec()
+        mask = wp.float32(0.0)
+        if active and body__alive_in[world, row] != 0:
+            fo = object_features(
+                body__size_in,
+                body__position_in,
+                body__rotation_in,
+                body__linear_velocity_in,
+                body__locked_by_in,
+                world,
+                row,
+                origin,
+                yc,
+                ys,
+                yaw,
+                team,
+            )
+            mask = float(agent__visible_in[world, a, row])
+        obs_out[world, a, i] = fo
+        mask_out[world, a, i] = mask
+
+
 @wp.kernel
 def observe_agents(
     # Resources:
@@ -894,47 +940,43 @@ def observe_agents(
                 world_agents_obs_out[world, a, k] = fa
                 world_agents_mask_out[world, a, k] = mask
                 k += 1
-        for i in range(world_boxes_obs_out.shape[2]):
-            row = first_box_row + i
-            fo = ObjectVec()
-            mask = wp.float32(0.0)
-            if active and body__alive_in[world, row] != 0:
-                fo = object_features(
-                    body__size_in,
-                    body__position_in,
-                    body__rotation_in,
-                    body__linear_velocity_in,
-                    body__locked_by_in,
-                    world,
-                    row,
-                    x,
-                    yc,
-                    ys,
-                    yaw,
-                    team,
-                )
-                mask = float(agent__visible_in[world, a, row])
-            world_boxes_obs_out[world, a, i] = fo
-            world_boxes_mask_out[world, a, i] = mask
-        for i in range(world_ramps_obs_out.shape[2]):
-            row = first_ramp_row + i
-            fo = ObjectVec()
-            mask = wp.float32(0.0)
-            if active and body__alive_in[world, row] != 0:
-                fo = object_features(
-                    body__size_in,
-                    body__position_in,
-                    body__rotation_in,
-                    body__linear_velocity_in,
-                    body__locked_by_in,
-                    world,
-                    row,
-                    x,
-                    yc,
-                    ys,
-                    yaw,
-                    team,
-                )
-                mask = float(agent__visible_in[world, a, row])
-            world_ramps_obs_out[world, a, i] = fo
-            world_ramps_mask_out[world, a, i] = mask
+        observe_objects(
+            first_box_row,
+            active,
+            world,
+            a,
+            x,
+            yc,
+            ys,
+            yaw,
+            team,
+            body__alive_in,
+            body__size_in,
+            body__position_in,
+            body__rotation_in,
+            body__linear_velocity_in,
+            body__locked_by_in,
+            agent__visible_in,
+            world_boxes_obs_out,
+            world_boxes_mask_out,
+        )
+        observe_objects(
+            first_ramp_row,
+            active,
+            world,
+            a,
+            x,
+            yc,
+            ys,
+            yaw,
+            team,
+            body__alive_in,
+            body__size_in,
+            body__position_in,
+            body__rotation_in,
+            body__linear_velocity_in,
+            body__locked_by_in,
+            agent__visible_in,
+            world_ramps_obs_out,
+            world_ramps_mask_out,
+        )
