@@ -669,19 +669,7 @@ class BatchSim:
         keys = set(self._action_keys)
         if set(actions) != keys:
             raise ActionError(f"run(k, actions) needs exactly the keys {sorted(keys)}, got {sorted(actions)}")
-        checked = {}
-        for key, value in actions.items():
-            buf = self.actions[key]
-            want = (k, *buf.shape)
-            if not hasattr(value, "shape") or tuple(value.shape) != want:
-                raise ActionError(
-                    f"run(k={k}) action {key!r} must have shape {want}, got {tuple(getattr(value, 'shape', ()))}"
-                )
-            if getattr(value, "dtype", None) != buf.dtype:
-                raise ActionError(
-                    f"run(k) action {key!r} must have dtype {buf.dtype}, got {getattr(value, 'dtype', None)}"
-                )
-            checked[key] = value
+        checked = {key: self.actions._checked(key, value, steps=k) for key, value in actions.items()}
         if k > self._staging_steps:
             for key in self._action_keys:
                 comp = self.env.actions[key].component

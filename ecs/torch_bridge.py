@@ -132,10 +132,12 @@ class ActionDict(Mapping):
     def __len__(self) -> int:
         return len(self._views)
 
-    def _checked(self, key: str, value: Any):
+    def _checked(self, key: str, value: Any, steps: int | None = None):
+        """``value`` as a tensor after checking type, dtype, shape and device (``steps`` adds a leading axis)."""
         import torch
 
         buf = self[key]
+        want = tuple(buf.shape) if steps is None else (steps, *buf.shape)
         if isinstance(value, np.ndarray):
             value = torch.from_numpy(value)
         if not isinstance(value, torch.Tensor):
@@ -144,8 +146,8 @@ class ActionDict(Mapping):
             raise ActionError(
                 f"action {key!r} must have dtype {buf.dtype}, got {value.dtype}; convert it with .to({buf.dtype})"
             )
-        if tuple(value.shape) != tuple(buf.shape):
-            raise ActionError(f"action {key!r} must have shape {tuple(buf.shape)}, got {tuple(value.shape)}")
+        if tuple(value.shape) != want:
+            raise ActionError(f"action {key!r} must have shape {want}, got {tuple(value.shape)}")
         if value.device != buf.device and value.device.type != "cpu":
             raise ActionError(
                 f"action {key!r} must be on {buf.device}, got {value.device}; move it with .to('{buf.device}')"

@@ -163,3 +163,14 @@ def test_find_nan_reports_out_of_range_values():
         sim.find_nan(1, bounds={"singleton/nope": (0, 1)})
     spawned = ecs.BatchSim(envs.make("foraging"), 4, device="cpu")
     spawned.find_nan(5, bounds={"table/food/age": (0, 10_000)})  # live rows only
+
+
+def test_run_accepts_numpy_actions_per_step():
+    env = envs.make("cartpole")
+    runner = ecs.BatchSim(env, 4, device="cpu")
+    stepper = ecs.BatchSim(env, 4, device="cpu")
+    actions = np.array([[0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 1, 1]], dtype=np.int32)
+    runner.run(3, {"push": actions})
+    for row in actions:
+        stepper.step({"push": row})
+    _assert_same(_snapshot(runner), _snapshot(stepper))
