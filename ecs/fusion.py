@@ -3,8 +3,9 @@
 An environment whose systems are all ``@wp.func`` systems (per-world or per-entity) touches
 nothing outside its own world, so the engine can run the entire step for one world in one
 thread: episode bookkeeping, the phases in order, the same-step reset and the observations.
-Singletons live in local variables (registers) across systems and across the K steps of one
-launch and are stored once at the end; entity columns are read and written in place.
+Singletons live in local variables (registers) across systems; on CUDA also across the K steps
+of one launch, stored once at the end; on CPU a thread steps a block of worlds in turn, K
+times, so their state stays in the L1 cache. Entity columns are read and written in place.
 
 Fused and unfused runs execute the same functions on the same values in the same order, so on
 CPU they are bit-identical (tested).
@@ -25,6 +26,7 @@ from .systems import AccessKind, parse_param
 
 _BEFORE_RESET = (Phase.ACT, Phase.PHYSICS, Phase.COLLIDE, Phase.REWARD)
 _OBSERVE = (Phase.SENSE, Phase.OBSERVE)
+CPU_BLOCK = 256  # worlds stepped in turn by a CPU thread, K times (see build_fused)
 
 
 @dataclass
@@ -61,6 +63,7 @@ def build_fused(
 ) -> FusedKernel:
     """Generates the fused K-step kernel of ``env`` (call ``why_not_fusable`` first)."""
     gen = _Generator(layout)
+    kernel_name = "fused_step_cpu" if device_is_cpu else "fused_step"
     tasks = {p: graph.order(p, schedule_seed) for p in Phase if p != Phase.NONE}
     touched = {"episode", "episode_step", "rng", "reset", "reward", "terminated", "truncated"}
     touched |= {a.component.name for a in env.actions.values()}
@@ -69,6 +72,14 @@ def build_fused(
         touched |= {a.name for a in task.system.accesses if a.kind == AccessKind.SINGLETON}
     for name in sorted(touched):
         gen.singleton(name)
+    # Each step assigns these before anything reads them, so their stored values are never loaded.
+    fresh = {"terminated", "truncated", "reward"}
+    if not any(a.name == "reset" for p in _BEFORE_RESET for t in tasks[p] for a in t.system.accesses):
+        fresh.add("reset")
+    # Only what a step writes is stored (a per-step action too: sim.actions then holds the last).
+    written = {"episode", "episode_step", "rng", "reset", "reward", "terminated", "truncated"}
+    for task in graph.tasks:
+        written |= {a.name for a in task.system.accesses if a.kind == AccessKind.SINGLETON and a.write}
 
     body: list[str] = []
     action_names = {a.component.name: key for key, a in env.actions.items()}
@@ -80,6 +91,8 @@ def build_fused(
                 f"wp.array(dtype={type_expr(layout.singletons[comp].dtype, gen.ns)}, ndim=2)",
             )
             body.append(f"s_{comp} = {arr}[it, world]")
+            fresh.add(comp)
+            written.add(comp)
     horizon = int(env.max_episode_steps)
     body += [
         "s_episode_step = s_episode_step + 1",
@@ -124,21 +137,47 @@ def build_fused(
     # Worlds may be launched in chunks (one CPU thread each): `world` indexes the chunk's array
     # views, `gw` is the simulation's world index (for parameters, the RNG and `world` arguments).
     base = gen.param("e_world_base", ("engine", "world_base"), "int")
-    inner = [f"gw = world + {base}"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
-    inner += [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched)]
-    inner += [f"for it in range({steps}[0]):"] + [f"    {b}" for b in body]
-    inner += [f"{gen.singleton(n)}[world] = s_{n}" for n in sorted(touched)]
-    lines = [f"def fused_step{'_cpu' if device_is_cpu else ''}(", *(f"    {p}," for p in gen.params), "):"]
-    if device_is_cpu:
-        # One thread loops over all worlds: each CPU thread pays for copying the argument struct.
-        lines += [f"    for world in range({gen.singleton('reset')}.shape[0]):"] + [f"        {b}" for b in inner]
+    load = [f"gw = world + {base}"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
+    # On CPU the body is one whole step, which assigns the fresh values itself; the CUDA kernel
+    # loads them all because its variables live on across the K-step loop.
+    load += [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched - fresh if device_is_cpu else touched)]
+    # Fresh values are not carried into the next step: on CPU only the last step stores them.
+    carried = [f"{gen.singleton(n)}[world] = s_{n}" for n in sorted((touched & written) - fresh)]
+    last = [f"    {gen.singleton(n)}[world] = s_{n}" for n in sorted(touched & written & fresh)]
+    lines = [f"def {kernel_name}(", *(f"    {p}," for p in gen.params), "):"]
+    if not device_is_cpu:
+        # One thread per world: singletons stay in registers across the K steps.
+        lines += ["    world = wp.tid()"] + [f"    {b}" for b in load]
+        lines += [f"    for it in range({steps}[0]):"] + [f"        {b}" for b in body]
+        lines += [f"    {gen.singleton(n)}[world] = s_{n}" for n in sorted(touched & written)]
     else:
-        lines += ["    world = wp.tid()"] + [f"    {b}" for b in inner]
+        # One thread loops over all worlds (each CPU thread pays for copying the argument struct).
+        # A world's step is one long chain of dependent operations, so K steps of one world in a
+        # row leave the core waiting on latencies; stepping a block of worlds once each, K times,
+        # gives it independent chains to overlap, and the block's state stays in the L1 cache.
+        count = f"{gen.singleton('reset')}.shape[0]"
+        lines += [
+            f"    for first in range(0, {count}, {CPU_BLOCK}):",
+            f"        for it in range({steps}[0]):",
+            f"            for world in range(first, wp.min(first + {CPU_BLOCK}, {count})):",
+        ]
+        store = carried + ([f"if it == {steps}[0] - 1:", *last] if last else [])
+        lines += [f"                {b}" for b in load + body + store]
     source = "\n".join(lines) + "\n"
     gen.ns["episode_rng"] = episode_rng
-    name = "fused_step_cpu" if device_is_cpu else "fused_step"
-    kernel = build_kernel(name, source, gen.ns, f"ecs_fused_{env.name}")
+    kernel = build_kernel(kernel_name, source, gen.ns, f"ecs_fused_{env.name}")
     return FusedKernel(kernel, gen.sources, 1 if device_is_cpu else None)
+
+
+@wp.func
+def param_index(world: wp.int32, n: wp.int32) -> wp.int32:
+    """Row of a parameter array of ``n`` rows for ``world`` (``world % n``, without the division
+    in the common cases of one shared row and one row per world)."""
+    if n == 1:
+        return 0
+    if world < n:
+        return world
+    return world % n
 
 
 class _Generator:
@@ -201,8 +240,9 @@ class _Generator:
                     ("param", pname),
                     f"wp.array(dtype={type_expr(layout.params[pname].dtype, self.ns)}, ndim=1)",
                 )
-                # Parameters are read-only: load once per world, outside the K-step loop.
-                self.hoisted.setdefault(f"pv_{pname}", f"{p}[gw % {p}.shape[0]]")
+                # Parameters are read-only: read before the systems (CUDA: once per world and launch).
+                self.ns["param_index"] = param_index
+                self.hoisted.setdefault(f"pv_{pname}", f"{p}[param_index(gw, {p}.shape[0])]")
                 args.append(f"pv_{pname}")
             else:
                 source = next(s for n, s in task.sources if n == pname)
