@@ -1,0 +1,60 @@
+"""Compiles every Warp module a CUDA ``BatchSim`` of one env would load, for ``--arch`` (default
+90, the H100), with NVRTC: no GPU or driver needed. Prints one JSON line: the modules compiled,
+or ``{"skipped": reason}`` when this Warp build cannot compile for that architecture.
+
+    python -m tests.cuda_codegen cartpole --arch 90
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+
+import warp as wp
+
+import ecs
+import envs
+from ecs.fusion import build_fused, why_not_fusable
+from ecs.graph import TaskGraph
+
+
+def cuda_modules(env: ecs.EnvSpec) -> dict[str, wp.Module]:
+    """The modules of the env's CUDA step: the systems and their generated wrappers, the engine's
+    kernels and, for a fusable env, both fused kernels (held and per-step actions)."""
+    cpu = ecs.BatchSim(env, 1, device="cpu", fuse=False)  # the layout and the engine's kernels
+    graph = TaskGraph(env.systems, cpu._layout, device_is_cpu=False, env_name=env.name)
+    kernels = [t.kernel for t in graph.tasks]
+    kernels += [cpu._validate_kernel, cpu._final_obs_kernel, cpu._load_actions_kernel]
+    if why_not_fusable(graph, env) is None:
+        for per_step in (False, True):
+            fused = build_fused(
+                graph, cpu._layout, env, per_step_actions=per_step, schedule_seed=None, device_is_cpu=False
+            )
+            kernels.append(fused.kernel)
+    modules = {k.module.name: k.module for k in kernels}
+    modules["ecs.engine_kernels"] = wp.get_module("ecs.engine_kernels")
+    return modules
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("env", choices=envs.names())
+    parser.add_argument("--arch", type=int, default=90)
+    args = parser.parse_args()
+    wp.init()
+    archs = getattr(wp._src.context.runtime, "nvrtc_supported_archs", None) or ()
+    if args.arch not in archs:
+        print(json.dumps({"skipped": f"this Warp build cannot compile for sm_{args.arch} (NVRTC archs: {archs})"}))
+        return
+    modules = cuda_modules(envs.make(args.env))
+    compiled = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, module in sorted(modules.items()):
+            wp.compile_aot_module(module, arch=args.arch, module_dir=tmp, use_ptx=True)
+            compiled[name] = len(module.kernels)
+    print(json.dumps({"arch": args.arch, "modules": compiled}))
+
+
+if __name__ == "__main__":
+    main()
