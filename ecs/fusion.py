@@ -13,6 +13,7 @@ CPU they are bit-identical (tested).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,11 @@ class FusedKernel:
     kernel: wp.Kernel
     sources: list[tuple[str, tuple]]
     dim: int | None  # launch dimension; None for one thread per world
+    # Bytes one step reads and writes per world: the singletons it carries or writes and every
+    # row of the entity columns its systems touch. Not counted: parameters (often one shared
+    # value) and final observations (written only when an episode ends).
+    read_bytes: int
+    write_bytes: int
 
 
 def why_not_fusable(graph: TaskGraph, env: EnvSpec) -> str | None:
@@ -138,9 +144,11 @@ def build_fused(
     # views, `gw` is the simulation's world index (for parameters, the RNG and `world` arguments).
     base = gen.param("e_world_base", ("engine", "world_base"), "int")
     load = [f"gw = world + {base}"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
-    # On CPU the body is one whole step, which assigns the fresh values itself; the CUDA kernel
-    # loads them all because its variables live on across the K-step loop.
-    load += [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched - fresh if device_is_cpu else touched)]
+    load += [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched - fresh)]
+    if not device_is_cpu:
+        # Every step assigns the fresh values before reading them; the CUDA kernel's variables live
+        # on across its K-step loop, so they start as zeros (K >= 1) rather than as loads.
+        load += [f"s_{n} = {type_expr(layout.singletons[n].dtype, gen.ns)}(0)" for n in sorted(touched & fresh)]
     # Fresh values are not carried into the next step: on CPU only the last step stores them.
     carried = [f"{gen.singleton(n)}[world] = s_{n}" for n in sorted((touched & written) - fresh)]
     last = [f"    {gen.singleton(n)}[world] = s_{n}" for n in sorted(touched & written & fresh)]
@@ -166,7 +174,10 @@ def build_fused(
     source = "\n".join(lines) + "\n"
     gen.ns["episode_rng"] = episode_rng
     kernel = build_kernel(kernel_name, source, gen.ns, f"ecs_fused_{env.name}")
-    return FusedKernel(kernel, gen.sources, 1 if device_is_cpu else None)
+    sizes = {n: wp.types.type_size_in_bytes(c.dtype) * math.prod(c.shape) for n, c in layout.singletons.items()}
+    read = sum(sizes[n] for n in touched - fresh) + gen.column_bytes(write=False)
+    written = sum(sizes[n] for n in touched & written) + gen.column_bytes(write=True)
+    return FusedKernel(kernel, gen.sources, 1 if device_is_cpu else None, read, written)
 
 
 @wp.func
@@ -190,6 +201,11 @@ class _Generator:
         self._funcs: dict[int, str] = {}
         self._temps = 0
         self.hoisted: dict[str, str] = {}
+        self.columns: dict[tuple[str, str], tuple[int, bool]] = {}  # (archetype, column): (bytes per world, written)
+
+    def column_bytes(self, *, write: bool) -> int:
+        """Bytes per world of the entity columns read (``write=False``) or written."""
+        return sum(size for size, written in self.columns.values() if written or not write)
 
     def param(self, name: str, source: tuple, annotation: str) -> str:
         if source not in self._names:
@@ -226,6 +242,10 @@ class _Generator:
                 args.append(f"{col}[world, row]")
                 if a.write:
                     outs.append(f"{col}[world, row]")
+                size = (
+                    wp.types.type_size_in_bytes(comp.dtype) * math.prod(comp.shape) * layout.archetypes[arch].capacity
+                )
+                self.columns[arch, a.name] = (size, a.write or self.columns.get((arch, a.name), (0, False))[1])
             elif a.kind == AccessKind.SINGLETON:
                 args.append(f"s_{a.name}")
                 if a.write:
@@ -257,6 +277,7 @@ class _Generator:
         if not entity:
             return lines
         alive = self.param(f"c_{arch}__alive", ("column", arch, "alive"), "wp.array(dtype=wp.int32, ndim=2)")
+        self.columns.setdefault((arch, "alive"), (4 * layout.archetypes[arch].capacity, False))
         return [f"for row in range({alive}.shape[1]):", f"    if {alive}[world, row] != 0:"] + [
             f"        {line}" for line in lines
         ]

@@ -273,3 +273,53 @@ def test_fused_run_on_cpu_threads_and_world_blocks(make_env, threads):
     for _ in range(20):
         stepper.step()
     _assert_same(_snapshot(runner), _snapshot(stepper))
+
+
+@pytest.mark.parametrize("make_env", [_bead_env, lambda: envs.make("cartpole", max_episode_steps=30)])
+def test_cuda_form_of_the_fused_kernel_matches_plain_steps(make_env, monkeypatch):
+    """The CUDA kernel (a thread per world, K steps in registers) is plain Warp code: run on the
+    CPU, its steps and K-step runs equal the unfused steps."""
+    from ecs import fusion, sim as sim_module
+
+    def cuda_form(*args, **kwargs):
+        return fusion.build_fused(*args, **{**kwargs, "device_is_cpu": False})
+
+    monkeypatch.setattr(sim_module, "build_fused", cuda_form)
+    env = make_env()
+    n = 70
+    runner = ecs.BatchSim(env, n, device="cpu", fuse=True, cpu_threads=1)
+    stepper = ecs.BatchSim(env, n, device="cpu", fuse=False)
+    assert runner._fused.dim is None  # one thread per world: the CUDA form
+    if env.archetypes:
+        alive = (np.arange(n)[:, None] + np.arange(3)[None, :]) % 4 != 0
+        for sim in (runner, stepper):
+            sim.tensor("bead", "alive").copy_(torch.from_numpy(alive.astype(np.int32)))
+    actions = _random_actions(stepper, 80, seed=11)
+    for i in range(20):
+        for sim in (runner, stepper):
+            sim.step({key: a[i] for key, a in actions.items()})
+        _assert_same(_snapshot(runner), _snapshot(stepper))
+    runner.run(40, {key: a[20:60] for key, a in actions.items()})
+    for i in range(20, 60):
+        stepper.step({key: a[i] for key, a in actions.items()})
+    _assert_same(_snapshot(runner), _snapshot(stepper))
+    runner.run(25)
+    for _ in range(25):
+        stepper.step()
+    _assert_same(_snapshot(runner), _snapshot(stepper))
+
+
+def test_fused_kernels_count_the_bytes_a_step_moves():
+    """Cartpole's step reads 4 state floats, the action, the episode counters, the RNG state and
+    the observation (an ``_out`` parameter may be read): 48 bytes; it writes those but the action,
+    the reward and the three flags: 54 bytes."""
+    sim = ecs.BatchSim(envs.make("cartpole"), 4, device="cpu", fuse=True)
+    assert (sim._fused.read_bytes, sim._fused.write_bytes) == (
+        4 * 4 + 4 + 3 * 4 + 16,
+        4 * 4 + 3 * 4 + 16 + 4 + 1 + 1 + 4,
+    )
+    beads = ecs.BatchSim(_bead_env(), 4, device="cpu", fuse=True)
+    # Reads: level, drive, episode, episode_step, rng; 3 beads and 3 alive flags per world.
+    assert beads._fused.read_bytes == 5 * 4 + 3 * 4 + 3 * 4
+    # Writes: level, episode, episode_step, rng, reward, terminated, truncated, reset; 3 beads.
+    assert beads._fused.write_bytes == 4 * 4 + 4 + 1 + 1 + 4 + 3 * 4
