@@ -624,6 +624,16 @@ class BatchSim:
         """Whether each step runs as one generated kernel (see ``fuse=``)."""
         return self._fused is not None
 
+    @property
+    def step_bytes(self) -> tuple[int, int] | None:
+        """Bytes a fused step reads and writes per world, or None when not fused.
+
+        They are the singletons the step carries or writes and every row of the entity columns its
+        systems touch; not parameters (often one shared value) nor final observations (written only
+        when an episode ends). The action check before the step reads the actions once more.
+        """
+        return None if self._fused is None else (self._fused.read_bytes, self._fused.write_bytes)
+
     def run(self, k: int, actions: Mapping[str, Any] | None = None) -> None:
         """Advances every world by ``k`` steps in one graph replay (one kernel launch when fused).
 

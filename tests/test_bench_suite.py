@@ -61,6 +61,11 @@ def test_bench_suite_tiny(tmp_path):
         "8",
         "--overhead-systems",
         "4",
+        "--bandwidth",
+        "--bandwidth-num-worlds",
+        "64",
+        "--copy-mib",
+        "4",
         "--json",
         str(out_json),
         "--plots",
@@ -69,7 +74,7 @@ def test_bench_suite_tiny(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False)
     assert proc.returncode == 0, f"bench_suite failed:\n{proc.stdout}\n{proc.stderr}"
     result = json.loads(out_json.read_text())
-    assert {"benchmark", "meta", "throughput", "factors", "overhead", "plots"} <= set(result)
+    assert {"benchmark", "meta", "throughput", "factors", "overhead", "bandwidth", "plots"} <= set(result)
     assert result["meta"]["ks"] == [1, 10] and result["meta"]["num_worlds"] == [1, 2, 4]
 
     rates = {(r["backend"], r["num_worlds"], r["k"]): r["rate"] for r in result["throughput"]}
@@ -85,6 +90,12 @@ def test_bench_suite_tiny(tmp_path):
 
     overhead = result["overhead"]
     assert overhead["systems"] == 4 and overhead["eager_over_captured"] > 0
+
+    bw = result["bandwidth"]
+    assert bw["num_worlds"] == 64 and bw["bytes_per_world_step"] == bw["read_bytes"] + bw["write_bytes"] + 4
+    assert bw["achieved_gb_per_s"] == pytest.approx(bw["world_steps_per_s"] * bw["bytes_per_world_step"] / 1e9)
+    assert bw["fraction_of_bound"] == pytest.approx(bw["achieved_gb_per_s"] / bw["copy_gb_per_s"])
+    assert bw["host_us_per_step"] > 0 and bw["host_step_runs_on_host"]
 
     names = {"throughput_vs_worlds.png", "fusion_speedup_vs_k.png", "fusion_vs_factors.png"}
     assert {Path(p).name for p in result["plots"]} == names

@@ -14,6 +14,9 @@ experiments for this engine:
    built with the public ``ecs`` API in ``factor_env.py``; the gain of K-step fusion vs ``S`` and ``C``.
 4. ``--overhead``: launch overhead, an env of 20 tiny systems at 64 worlds, captured step vs eager
    launches.
+5. ``--bandwidth``: the fused cartpole ``step()`` against the device's memory-bandwidth bound for
+   the bytes it must move per world-step (``bench_bandwidth`` states the arithmetic), and the host
+   time of one ``step()``.
 
 Backends (``--backends``; each is skipped, with the reason printed, where it cannot run):
 
@@ -607,7 +610,85 @@ def bench_overhead(args: argparse.Namespace, engine_device: str) -> dict:
     return out
 
 
+# -- memory bandwidth and host overhead -----------------------------------------------------------
+
+
+def bench_bandwidth(args: argparse.Namespace, engine_device: str) -> dict:
+    """Fused cartpole ``step()`` against the device's copy bandwidth, and the host time of a step.
+
+    Bytes per world-step: what the fused step reads and writes (``sim.step_bytes``: the state it
+    carries, the action, episode counters, RNG state, observation, reward and flags) plus the
+    action check's read of the actions. The bound is the rate at which the device copies memory
+    (``wp.copy`` of a large array; a copy reads and writes each byte, so bandwidth = 2 * bytes /
+    time). Host time: ``step()`` calls on a 1-world simulation timed without synchronising (on
+    CUDA, the time to enqueue a captured graph; on CPU the step itself runs in the call).
+    """
+    import warp as wp
+
+    import ecs
+    import envs
+
+    n = args.bandwidth_num_worlds
+    print(f"\n== memory bandwidth: fused cartpole step() at {n} worlds, engine on {engine_device} ==")
+    sim = ecs.BatchSim(envs.make("cartpole"), n, device=engine_device, seed=args.seed, fuse=True)
+    read, written = sim.step_bytes
+    action_bytes = sum(t.element_size() * t[0].numel() for t in sim.actions.values())
+    per_world_step = read + written + action_bytes
+    copy_elems = args.copy_mib * (1 << 20) // 4
+    src = wp.zeros(copy_elems, dtype=wp.float32, device=engine_device)
+    dst = wp.zeros_like(src)
+    sync = lambda: wp.synchronize_device(engine_device)  # noqa: E731
+    steppers = [
+        Stepper("engine-fused step()", n, 1, lambda i: sim.step(), sync),
+        Stepper("wp.copy", copy_elems, 1, lambda i: wp.copy(dst, src), sync),
+    ]
+    measure(steppers, args)
+    step_rate, copy_rate = (st.row()["rate"] for st in steppers)
+    out: dict[str, Any] = {
+        "num_worlds": n,
+        "read_bytes": read,
+        "write_bytes": written,
+        "action_check_bytes": action_bytes,
+        "bytes_per_world_step": per_world_step,
+        "world_steps_per_s": step_rate,
+        "copy_mib": args.copy_mib,
+    }
+    if step_rate and copy_rate:
+        out["achieved_gb_per_s"] = step_rate * per_world_step / 1e9
+        out["copy_gb_per_s"] = copy_rate * 4 * 2 / 1e9
+        out["fraction_of_bound"] = out["achieved_gb_per_s"] / out["copy_gb_per_s"]
+        out["bound_world_steps_per_s"] = out["copy_gb_per_s"] * 1e9 / per_world_step
+    one = ecs.BatchSim(envs.make("cartpole"), 1, device=engine_device, seed=args.seed)
+    host = []
+    for _ in range(max(3, args.repeats)):
+        one.step()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(200):
+            one.step()
+        host.append((time.perf_counter() - t0) / 200)
+        sync()
+    out["host_us_per_step"] = statistics.median(host) * 1e6
+    out["host_step_runs_on_host"] = engine_device == "cpu"
+    return out
+
+
 # -- reporting -----------------------------------------------------------------------------------
+
+
+def print_bandwidth(b: dict) -> None:
+    print(
+        f"\nbandwidth: {b['bytes_per_world_step']} bytes per world-step (step reads {b['read_bytes']}, "
+        f"writes {b['write_bytes']}; action check reads {b['action_check_bytes']}) at {b['num_worlds']} worlds"
+    )
+    if "fraction_of_bound" in b:
+        print(
+            f"  fused step(): {si(b['world_steps_per_s'])} world-steps/s = {b['achieved_gb_per_s']:.1f} GB/s; "
+            f"wp.copy of {b['copy_mib']} MiB: {b['copy_gb_per_s']:.1f} GB/s; "
+            f"bound {si(b['bound_world_steps_per_s'])} world-steps/s; {100 * b['fraction_of_bound']:.0f}% of it"
+        )
+    where = "host time, the step runs inside the call" if b["host_step_runs_on_host"] else "host time to enqueue"
+    print(f"  one step() of a 1-world sim: {b['host_us_per_step']:.1f} us ({where})")
 
 
 def si(x: float | None) -> str:
@@ -908,6 +989,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--overhead", action="store_true", help="also measure launch overhead (captured vs eager)")
     p.add_argument("--overhead-num-worlds", type=int, default=64, help="worlds of the overhead env (default 64)")
     p.add_argument("--overhead-systems", type=int, default=20, help="systems of the overhead env (default 20)")
+    p.add_argument(
+        "--bandwidth", action="store_true", help="also measure the fused step against copy bandwidth, and host time"
+    )
+    p.add_argument(
+        "--bandwidth-num-worlds",
+        type=int,
+        default=None,
+        help="worlds of the bandwidth run (default 2^22 CUDA, 2^16 CPU)",
+    )
+    p.add_argument("--copy-mib", type=int, default=None, help="MiB copied for the bound (default 1024 CUDA, 256 CPU)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
     p.add_argument("--plots", metavar="DIR", help="write PNG plots into DIR")
     return p
@@ -938,6 +1029,12 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("need 0 <= --min-log2 <= --max-log2 <= 30")
     if args.factor_num_worlds is None:
         args.factor_num_worlds = 65536 if on_cuda else 4096
+    if args.bandwidth_num_worlds is None:
+        args.bandwidth_num_worlds = 2**22 if on_cuda else 2**16
+    if args.copy_mib is None:
+        args.copy_mib = 1024 if on_cuda else 256
+    if args.bandwidth_num_worlds < 1 or args.copy_mib < 1:
+        parser.error("--bandwidth-num-worlds and --copy-mib must be >= 1")
     args.states = list(dict.fromkeys(args.states))
     args.computes = list(dict.fromkeys(args.computes))
 
@@ -970,6 +1067,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     result: dict[str, Any] = {"benchmark": "bench_suite", "meta": meta, "throughput": [], "factors": None}
     result["overhead"] = None
+    result["bandwidth"] = None
     t_start = time.perf_counter()
     if not args.no_throughput:
         result["throughput"] = bench_throughput(args, engine_device)
@@ -981,6 +1079,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.overhead:
         result["overhead"] = bench_overhead(args, engine_device)
         print_overhead(result["overhead"])
+    if args.bandwidth:
+        result["bandwidth"] = bench_bandwidth(args, engine_device)
+        print_bandwidth(result["bandwidth"])
     result["plots"] = make_plots(result, args.plots) if args.plots else []
     for path in result["plots"]:
         print(f"wrote {path}")

@@ -279,7 +279,8 @@ def test_fused_run_on_cpu_threads_and_world_blocks(make_env, threads):
 def test_cuda_form_of_the_fused_kernel_matches_plain_steps(make_env, monkeypatch):
     """The CUDA kernel (a thread per world, K steps in registers) is plain Warp code: run on the
     CPU, its steps and K-step runs equal the unfused steps."""
-    from ecs import fusion, sim as sim_module
+    from ecs import fusion
+    from ecs import sim as sim_module
 
     def cuda_form(*args, **kwargs):
         return fusion.build_fused(*args, **{**kwargs, "device_is_cpu": False})
