@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -437,6 +438,9 @@ def shutdown() -> None:
         import torch.distributed as dist
 
         if dist.is_initialized():
+            # Free what still holds the group first (a DDP model in a reference cycle would
+            # otherwise be torn down after it, which can abort the process at exit).
+            gc.collect()
             dist.destroy_process_group()
         _owns_group = False
     _context = None

@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     ctx = distributed.context()
     try:
         train(args, sim, ctx)
+        ctx.barrier()  # every rank is done with the group before it goes
     finally:
         distributed.shutdown()
 
