@@ -20,7 +20,7 @@ import warp as wp
 from . import engine_kernels as ek
 from .codegen import build_kernel, type_expr
 from .errors import ActionError, CapacityError, EcsError, SchemaError, StateDictError
-from .fusion import FusedKernel, build_fused, why_not_fusable
+from .fusion import CPU_BLOCK, FusedKernel, build_fused, why_not_fusable
 from .graph import Layout, Task, TaskGraph
 from .memory import check_fits, estimate
 from .schema import ENGINE_COLUMNS, Component, EnvSpec, Param, Phase, dtype_shape, scalar_type
@@ -75,8 +75,9 @@ class BatchSim:
             and unfused steps give the same results.
         cpu_threads: on CPU, a fused step runs on this many threads, each over its own chunk of
             worlds (Warp's CPU backend runs one launch on one core). None uses every core the
-            process may run on when there are at least 1024 worlds per thread, else 1; then
-            ``run(k)`` always uses them and ``step()`` from 32768 worlds on.
+            process may run on, up to one thread per 256 worlds; then ``run(k)`` uses them for
+            at least 16384 world-steps per call and ``step()`` from 32768 worlds on (below, the
+            thread hand-off costs more than it saves). An explicit number always uses them.
 
     Raises:
         EcsError: bad arguments, an invalid env spec or task graph, or a simulation that would not
@@ -162,15 +163,16 @@ class BatchSim:
         threads = 1
         if self._is_cpu and self._fused is not None:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-            threads = cpu_threads if cpu_threads is not None else max(1, min(cores, self.num_worlds // 1024))
+            threads = cpu_threads if cpu_threads is not None else max(1, min(cores, self.num_worlds // CPU_BLOCK))
             threads = min(threads, self.num_worlds)
         bounds = np.linspace(0, self.num_worlds, threads + 1).astype(int)
         self._chunks = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
         self._chunk_launches: dict[tuple[int, int], list] = {}
         self._pool = ThreadPoolExecutor(max_workers=threads - 1) if threads > 1 else None
-        # A single step pays a thread hand-off (about 0.3 ms measured on a 2-core VM), so by
-        # default threads serve step() only from 32768 worlds; run(k) always uses them.
+        # A call pays a thread hand-off (about 0.3 ms measured on a 2-core VM), so by default
+        # threads serve step() only from 32768 worlds, run(k) from 16384 world-steps per call.
         self._threaded_step = self._pool is not None and (cpu_threads is not None or self.num_worlds >= 32768)
+        self._threaded_run_min = 1 if cpu_threads is not None else 16384
 
     def _check_params(self, overrides: Mapping[str, Any]) -> dict[str, np.ndarray]:
         declared = {p.name: p for p in self.env.params}
@@ -659,7 +661,7 @@ class BatchSim:
         if k != self._last_k:
             self._run_k.fill_(k)
             self._last_k = k
-        if self._pool is not None:
+        if self._pool is not None and self.num_worlds * k >= self._threaded_run_min:
             fused = self._fused_per_step if per_step else self._fused
             if per_step:
                 self._parallel_fused(fused, self._run_k, self._staging_flat, self._run_k)
