@@ -159,7 +159,7 @@ def build_fused(
         lines += [f"    for it in range({steps}[0]):"] + [f"        {b}" for b in body]
         lines += [f"    {gen.singleton(n)}[world] = s_{n}" for n in sorted(touched & written)]
     else:
-        # One thread loops over all worlds (each CPU thread pays for copying the argument struct).
+        # One thread loops over all worlds (measured faster than a thread index per world here).
         # A world's step is one long chain of dependent operations, so K steps of one world in a
         # row leave the core waiting on latencies; stepping a block of worlds once each, K times,
         # gives it independent chains to overlap, and the block's state stays in the L1 cache.
@@ -175,9 +175,9 @@ def build_fused(
     gen.ns["episode_rng"] = episode_rng
     kernel = build_kernel(kernel_name, source, gen.ns, f"ecs_fused_{env.name}")
     sizes = {n: wp.types.type_size_in_bytes(c.dtype) * math.prod(c.shape) for n, c in layout.singletons.items()}
-    read = sum(sizes[n] for n in touched - fresh) + gen.column_bytes(write=False)
-    written = sum(sizes[n] for n in touched & written) + gen.column_bytes(write=True)
-    return FusedKernel(kernel, gen.sources, 1 if device_is_cpu else None, read, written)
+    read_bytes = sum(sizes[n] for n in touched - fresh) + gen.column_bytes(write=False)
+    write_bytes = sum(sizes[n] for n in touched & written) + gen.column_bytes(write=True)
+    return FusedKernel(kernel, gen.sources, 1 if device_is_cpu else None, read_bytes, write_bytes)
 
 
 @wp.func
