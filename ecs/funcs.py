@@ -79,8 +79,18 @@ def despawn(alive: wp.array2d(dtype=wp.int32), world: wp.int32, row: wp.int32):
 
 @wp.func
 def per_world(param: wp.array(dtype=Any), world: wp.int32):
-    """Value of a per-world parameter for ``world`` (shared when the parameter has one value)."""
-    return param[world % param.shape[0]]
+    """Value of a per-world parameter for ``world`` (shared when the parameter has one value).
+
+    Entry ``world % n`` of its ``n`` values, without the integer division in the common cases of
+    one shared value and one value per world.
+    """
+    n = param.shape[0]
+    i = world
+    if n == 1:
+        i = 0
+    elif world >= n:
+        i = world % n
+    return param[i]
 
 
 @wp.func

@@ -20,7 +20,7 @@ from typing import Any
 import warp as wp
 
 from .codegen import build_kernel, type_expr
-from .funcs import episode_rng
+from .funcs import episode_rng, per_world
 from .graph import Layout, TaskGraph
 from .schema import EnvSpec, Phase
 from .systems import AccessKind, parse_param
@@ -180,17 +180,6 @@ def build_fused(
     return FusedKernel(kernel, gen.sources, 1 if device_is_cpu else None, read_bytes, write_bytes)
 
 
-@wp.func
-def param_index(world: wp.int32, n: wp.int32) -> wp.int32:
-    """Row of a parameter array of ``n`` rows for ``world`` (``world % n``, without the division
-    in the common cases of one shared row and one row per world)."""
-    if n == 1:
-        return 0
-    if world < n:
-        return world
-    return world % n
-
-
 class _Generator:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
@@ -261,8 +250,8 @@ class _Generator:
                     f"wp.array(dtype={type_expr(layout.params[pname].dtype, self.ns)}, ndim=1)",
                 )
                 # Parameters are read-only: read before the systems (CUDA: once per world and launch).
-                self.ns["param_index"] = param_index
-                self.hoisted.setdefault(f"pv_{pname}", f"{p}[param_index(gw, {p}.shape[0])]")
+                self.ns["per_world"] = per_world
+                self.hoisted.setdefault(f"pv_{pname}", f"per_world({p}, gw)")
                 args.append(f"pv_{pname}")
             else:
                 source = next(s for n, s in task.sources if n == pname)
