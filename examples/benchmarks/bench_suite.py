@@ -637,7 +637,10 @@ def bench_bandwidth(args: argparse.Namespace, engine_device: str) -> dict:
     copy_elems = args.copy_mib * (1 << 20) // 4
     src = wp.zeros(copy_elems, dtype=wp.float32, device=engine_device)
     dst = wp.zeros_like(src)
-    sync = lambda: wp.synchronize_device(engine_device)  # noqa: E731
+
+    def sync() -> None:
+        wp.synchronize_device(engine_device)
+
     steppers = [
         Stepper("engine-fused step()", n, 1, lambda i: sim.step(), sync),
         Stepper("wp.copy", copy_elems, 1, lambda i: wp.copy(dst, src), sync),
