@@ -3,7 +3,9 @@
 Each agent keeps a random move (force x, force y, turn bins) for about ten steps before drawing a
 new one, holds grab on some stretches and now and then presses lock, so boxes get dragged and
 locked. The printed rate is of stepping with the policy (rendering is timed apart). Frames of the
-first four worlds go to a GIF, the state one step before the end, at twice the size, to a PNG.
+first four worlds go to a GIF, the state one step before the end, at twice the size, to a PNG, each
+with a colour legend below. The returns are printed per team, with the share that comes from the
+out-of-play-area penalty (a random policy wanders off the floor, and each such step scores -10).
 
     python examples/hide_and_seek_demo.py --num-worlds 64 --steps 240 --video out/hide_and_seek.gif --png out/hide_and_seek.png
 """
@@ -21,6 +23,7 @@ from tqdm import tqdm
 import ecs
 import envs
 from envs.hide_and_seek import render
+from envs.hide_and_seek.kernels import MAX_TEAM
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,11 +58,14 @@ def main(argv: list[str] | None = None) -> None:
     held_move = torch.randint(0, 11, move.shape, generator=gen, dtype=torch.int32, device=dev)
     held_grab = torch.zeros(grab.shape, dtype=torch.int32, device=dev)
     returns = torch.zeros(sim.rewards.shape, dtype=torch.float64, device=dev)
+    cfg = sim.env.config
+    outside = torch.zeros(sim.rewards.shape, dtype=torch.float64, device=dev)  # steps scored out_of_bounds_reward
     shown = list(range(min(args.render_worlds, sim.num_worlds)))
     frames: list[np.ndarray] = []
 
     def frame() -> None:
-        frames.append(render.tile(render.render(sim, shown, width=args.size[0], height=args.size[1]), cols=2))
+        tiles = render.tile(render.render(sim, shown, width=args.size[0], height=args.size[1]), cols=2)
+        frames.append(render.with_legend(tiles))
 
     render_s = 0.0
     if not args.no_render:
@@ -81,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         lock.copy_((torch.rand(lock.shape, generator=gen, device=dev) < 0.05).to(torch.int32))
         sim.step()
         returns += sim.rewards
+        outside += sim.rewards == cfg.out_of_bounds_reward
         wp.synchronize_device(sim.device)
         step_s += time.perf_counter() - t
         if not args.no_render and (k + 1) % args.frame_every == 0:
@@ -92,20 +99,36 @@ def main(argv: list[str] | None = None) -> None:
             # a 240-step run ends the episode and shows the next level's start instead.
             t = time.perf_counter()
             big = render.render(sim, shown, width=2 * args.size[0], height=2 * args.size[1])
-            picture = render.tile(big, cols=2)
+            picture = render.with_legend(render.tile(big, cols=2))
             render_s += time.perf_counter() - t
 
     world_steps = sim.num_worlds * args.steps
     print(f"{world_steps:,} world-steps in {step_s:.3f} s: {world_steps / step_s:,.0f} world-steps/s")
     agent_steps = float(sim.obs["active"].sum().item()) / sim.num_worlds * world_steps
     print(f"about {agent_steps / step_s:,.0f} agent-steps/s (the policy's sampling included)")
-    active = sim.obs["active"] > 0
-    mean = returns.sum(0) / active.sum(0).clamp(min=1)
-    print(f"mean return per slot over the run (hiders 0-2, seekers 3-5): {[round(float(x), 1) for x in mean]}")
+    print_returns(returns, outside, sim.obs["active"] > 0, cfg)
     if not args.no_render:
         render.save_gif(args.video, frames, fps=15.0 / args.frame_every * 2)
         render.save_png(args.png, picture)
         print(f"rendered {len(frames)} frames in {render_s:.2f} s; wrote {args.video} and {args.png}")
+
+
+def print_returns(returns: torch.Tensor, outside: torch.Tensor, active: torch.Tensor, cfg) -> None:
+    """Mean return per agent of each team over the run, and the part of it due to leaving the play area."""
+    print(
+        f"rewards: hiders +1 per step while no seeker sees a hider, else -1; seekers the opposite; 0 during the "
+        f"first {cfg.prep_steps} (preparation) steps of an episode; an agent outside the {cfg.floor_size:g} m play "
+        f"area scores {cfg.out_of_bounds_reward:g} for that step instead."
+    )
+    team_slots = {"hiders": slice(0, MAX_TEAM), "seekers": slice(MAX_TEAM, 2 * MAX_TEAM)}
+    for team, slots in team_slots.items():
+        agents = float(active[:, slots].sum().clamp(min=1))  # slots in use at the end of the run
+        mean = float(returns[:, slots].sum()) / agents
+        steps_out = float(outside[:, slots].sum()) / agents
+        print(
+            f"{team}: mean return {mean:+.1f} per agent, of which {steps_out * cfg.out_of_bounds_reward:+.1f} "
+            f"from {steps_out:.1f} steps outside the play area"
+        )
 
 
 if __name__ == "__main__":

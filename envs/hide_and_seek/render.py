@@ -1,15 +1,16 @@
 """A ray-cast renderer for hide-and-seek worlds, written in Warp: one thread per pixel per world.
 
 An oblique pinhole camera looks down at the floor; every pixel casts one ray against the world's
-bodies (``systems.raycast.cast_ray``) and one shadow ray towards the light. Colours by body kind:
-hiders blue, seekers red (a lighter cap marks where an agent looks), boxes tan, ramps green, walls
+bodies (``systems.raycast.cast_ray``) and one shadow ray towards the light. Colours by body kind
+(``PALETTE``, also drawn by ``legend``): hiders blue, seekers red, boxes tan, ramps green, walls
 grey, the floor a light checkerboard (darker outside the play area). A locked box or ramp takes its
-locking team's colour, striped.
+locking team's colour, striped. Agents are drawn ``agent_scale`` times their size (standing on the
+floor) so they read at small resolutions, with a white line from their centre along their heading.
 
 ```python
 from envs.hide_and_seek import render
 frames = render.render(sim, worlds=[0, 1, 2, 3])  # uint8 [4, H, W, 3]
-render.save_png("out/hns.png", render.tile(frames, cols=2))
+render.save_png("out/hns.png", render.with_legend(render.tile(frames, cols=2)))
 ```
 """
 
@@ -28,6 +29,24 @@ from systems.raycast import cast_ray
 from .kernels import BOX_KIND, FLOOR_KIND, HIDER_KIND, RAMP_KIND, SEEKER_KIND, WALL_KIND
 
 wp.set_module_options({"enable_backward": False})
+
+# Body colours (linear RGB in [0, 1]), shared by the kernel and the legend.
+PALETTE: dict[str, tuple[float, float, float]] = {
+    "hider": (0.15, 0.35, 0.95),
+    "seeker": (0.9, 0.15, 0.12),
+    "box": (0.85, 0.62, 0.3),
+    "ramp": (0.3, 0.7, 0.3),
+    "wall": (0.45, 0.45, 0.5),
+    "floor": (0.86, 0.85, 0.8),
+    "outside play area": (0.86 * 0.55, 0.85 * 0.55, 0.8 * 0.55),
+}
+HIDER_RGB = wp.constant(wp.vec3(*PALETTE["hider"]))
+SEEKER_RGB = wp.constant(wp.vec3(*PALETTE["seeker"]))
+BOX_RGB = wp.constant(wp.vec3(*PALETTE["box"]))
+RAMP_RGB = wp.constant(wp.vec3(*PALETTE["ramp"]))
+WALL_RGB = wp.constant(wp.vec3(*PALETTE["wall"]))
+FLOOR_RGB = wp.constant(wp.vec3(*PALETTE["floor"]))
+TAN_HALF_FOV = math.tan(math.radians(25.0))
 
 
 @wp.func
@@ -52,8 +71,8 @@ def surface_normal(shape: wp.int32, size: wp.vec3, x: wp.vec3, q: wp.quat, p: wp
 @wp.func
 def team_colour(team_plus_one: wp.int32) -> wp.vec3:
     if team_plus_one == 1:
-        return wp.vec3(0.15, 0.35, 0.95)
-    return wp.vec3(0.9, 0.15, 0.12)
+        return HIDER_RGB
+    return SEEKER_RGB
 
 
 @wp.kernel
@@ -94,15 +113,15 @@ def render_worlds(
     c = wp.vec3(0.8, 0.8, 0.8)
     if k == FLOOR_KIND:
         checker = (int(wp.floor(p[0] / 0.5)) + int(wp.floor(p[1] / 0.5))) % 2
-        c = wp.where(checker == 0, wp.vec3(0.86, 0.85, 0.8), wp.vec3(0.78, 0.77, 0.72))
+        c = wp.where(checker == 0, FLOOR_RGB, FLOOR_RGB * 0.91)
         if wp.abs(p[0]) > floor_half or wp.abs(p[1]) > floor_half:
             c = c * 0.55
     elif k == WALL_KIND:
-        c = wp.vec3(0.45, 0.45, 0.5)
+        c = WALL_RGB
     elif k == BOX_KIND:
-        c = wp.vec3(0.85, 0.62, 0.3)
+        c = BOX_RGB
     elif k == RAMP_KIND:
-        c = wp.vec3(0.3, 0.7, 0.3)
+        c = RAMP_RGB
     elif k == HIDER_KIND or k == SEEKER_KIND:  # noqa: SIM109 (Warp has no `in`)
         c = team_colour(wp.where(k == HIDER_KIND, 1, 2))
         forward = wp.quat_rotate(q, wp.vec3(1.0, 0.0, 0.0))
@@ -132,16 +151,47 @@ def camera(floor_size: float) -> tuple[wp.vec3, wp.vec3, wp.vec3, wp.vec3]:
     return wp.vec3(*pos), wp.vec3(*fwd), wp.vec3(*right), wp.vec3(*up)
 
 
-def render(sim, worlds: Sequence[int] = (0,), *, width: int = 240, height: int = 180) -> np.ndarray:
-    """Renders ``worlds`` of a hide-and-seek simulation: uint8 ``[len(worlds), height, width, 3]``."""
+def project(points: np.ndarray, floor_size: float, width: int, height: int) -> np.ndarray:
+    """Pixel coordinates (x right, y down; float) of world points ``[n, 3]`` seen by ``camera(floor_size)``."""
+    pos, fwd, right, up = (np.array(v, dtype=np.float64) for v in camera(floor_size))
+    rel = np.asarray(points, dtype=np.float64) - pos
+    depth = rel @ fwd
+    u = rel @ right / depth / (TAN_HALF_FOV * width / height)
+    v = rel @ up / depth / TAN_HALF_FOV
+    return np.stack([(u + 1.0) * width / 2.0 - 0.5, (1.0 - v) * height / 2.0 - 0.5], axis=-1)
+
+
+def render(
+    sim,
+    worlds: Sequence[int] = (0,),
+    *,
+    width: int = 240,
+    height: int = 180,
+    agent_scale: float = 1.6,
+    headings: bool = True,
+) -> np.ndarray:
+    """Renders ``worlds`` of a hide-and-seek simulation: uint8 ``[len(worlds), height, width, 3]``.
+
+    Args:
+        agent_scale: agents are drawn this many times their radius, resting on the floor (>= 1;
+            1 draws them as simulated).
+        headings: draw a white line from each agent's centre along its heading.
+    """
     worlds = [int(w) for w in worlds]
     if not worlds or min(worlds) < 0 or max(worlds) >= sim.num_worlds:
         raise ValueError(f"worlds must be indices in [0, {sim.num_worlds}), got {worlds}")
+    if not (math.isfinite(agent_scale) and agent_scale >= 1.0):
+        raise ValueError(f"agent_scale must be a finite number >= 1, got {agent_scale}")
     t = sim.tables["body"]
     cfg = sim.env.config
     cam_pos, fwd, right, up = camera(cfg.floor_size)
     light = np.array([-0.4, -0.6, 1.0])
     light /= np.linalg.norm(light)
+    # Agents drawn larger: scaled sizes, centres raised so the spheres still rest on the floor.
+    kind, size, position = t["kind"].numpy(), t["size"].numpy().copy(), t["position"].numpy().copy()
+    agent = (t["alive"].numpy() != 0) & ((kind == HIDER_KIND) | (kind == SEEKER_KIND))
+    position[agent, 2] += (agent_scale - 1.0) * size[agent, 0]
+    size[agent] *= agent_scale
     image = wp.zeros((len(worlds), height, width), dtype=wp.vec3, device=sim.device)
     wp.launch(
         render_worlds,
@@ -152,21 +202,81 @@ def render(sim, worlds: Sequence[int] = (0,), *, width: int = 240, height: int =
             fwd,
             right,
             up,
-            math.tan(math.radians(25.0)),
+            TAN_HALF_FOV,
             0.5 * cfg.floor_size,
             wp.vec3(*light),
             t["alive"],
             t["kind"],
             t["shape"],
-            t["size"],
-            t["position"],
+            wp.array(size, dtype=wp.vec3, device=sim.device),
+            wp.array(position, dtype=wp.vec3, device=sim.device),
             t["rotation"],
             t["locked_by"],
             image,
         ],
         device=sim.device,
     )
-    return (np.clip(image.numpy(), 0.0, 1.0) * 255).astype(np.uint8)
+    frames = (np.clip(image.numpy(), 0.0, 1.0) * 255).astype(np.uint8)
+    if headings:
+        rotation = t["rotation"].numpy()
+        for i, w in enumerate(worlds):
+            rows = np.nonzero(agent[w])[0]
+            frames[i] = _draw_headings(
+                frames[i], position[w, rows], rotation[w, rows], size[w, rows, 0], cfg.floor_size
+            )
+    return frames
+
+
+def _draw_headings(frame: np.ndarray, centres: np.ndarray, quats: np.ndarray, radii: np.ndarray, floor: float):
+    from PIL import Image, ImageDraw
+
+    if len(centres) == 0:
+        return frame
+    x, y, z, w = quats.T.astype(np.float64)
+    forward = np.stack([1 - 2 * (y * y + z * z), 2 * (x * y + z * w), np.zeros_like(x)], axis=-1)
+    forward /= np.maximum(np.linalg.norm(forward, axis=-1, keepdims=True), 1e-9)
+    # The line starts at the top of the sphere, so the sphere does not hide it.
+    top = centres + np.array([0.0, 0.0, 1.0]) * radii[:, None]
+    h, wd = frame.shape[:2]
+    a = project(top, floor, wd, h)
+    b = project(top + forward * 2.2 * radii[:, None], floor, wd, h)
+    image = Image.fromarray(frame)
+    draw = ImageDraw.Draw(image)
+    width = max(1, round(h / 120))
+    for (ax, ay), (bx, by) in zip(a, b, strict=True):
+        draw.line([(ax, ay), (bx, by)], fill=(20, 20, 20), width=width + 2)
+        draw.line([(ax, ay), (bx, by)], fill=(255, 255, 255), width=width)
+    return np.asarray(image)
+
+
+def legend(width: int, *, row_height: int = 20) -> np.ndarray:
+    """Rows ``[k * row_height, width, 3]`` naming the body colours (``PALETTE``) and the lock stripes."""
+    from PIL import Image, ImageDraw
+
+    entries = [(name, tuple(round(255 * c) for c in rgb)) for name, rgb in PALETTE.items()]
+    entries.append(("locked: striped in the locking team's colour", None))
+    measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    box, place, x, row = row_height - 8, [], 4, 0
+    for name, rgb in entries:  # lay out first, wrapping to a new row where one is full
+        need = (box + 4 if rgb is not None else 0) + int(measure.textlength(name)) + 12
+        if x > 4 and x + need > width:
+            x, row = 4, row + 1
+        place.append((x, row, name, rgb))
+        x += need
+    image = Image.new("RGB", (width, (row + 1) * row_height), (255, 255, 255))
+    draw = ImageDraw.Draw(image)
+    for x, row, name, rgb in place:
+        top = row * row_height
+        if rgb is not None:
+            draw.rectangle([x, top + 4, x + box, top + 4 + box], fill=rgb, outline=(60, 60, 60))
+            x += box + 4
+        draw.text((x, top + (row_height - 11) // 2), name, fill=(30, 30, 30))
+    return np.asarray(image)
+
+
+def with_legend(image: np.ndarray) -> np.ndarray:
+    """``image`` with the colour legend below it."""
+    return np.concatenate([image, legend(image.shape[1])], axis=0)
 
 
 def tile(images: np.ndarray, cols: int = 2, *, gap: int = 4) -> np.ndarray:

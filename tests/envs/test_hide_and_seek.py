@@ -294,11 +294,17 @@ def test_demo_runs_and_writes_pictures(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"12 world-steps in [\d.]+ s: [\d,]+ world-steps/s", proc.stdout), proc.stdout
+    for team in ("hiders", "seekers"):  # returns per team, with the out-of-play-area share explained
+        assert re.search(rf"{team}: mean return [-+][\d.]+ per agent, of which [-+][\d.]+ from", proc.stdout)
+    assert "scores -10 for that step" in proc.stdout
     from PIL import Image
+
+    from envs.hide_and_seek import render
 
     assert Image.open(gif).n_frames == 4  # the first state and every second step
     picture = np.asarray(Image.open(png).convert("RGB"))
-    assert picture.shape == (72, 2 * 96 + 4, 3)
+    width = 2 * 96 + 4
+    assert picture.shape == (72 + render.legend(width).shape[0], width, 3)  # two worlds, the legend below
     assert len(np.unique(picture.reshape(-1, 3), axis=0)) > 20  # shaded, not blank
 
 
