@@ -36,8 +36,9 @@ and the unused slots are padded (``active`` 0, observations 0, reward 0).
 
 One step, in phase order: ACT ``act_agents`` (locks, grabs as fixed joints, drive forces; seekers frozen
 during preparation; it acts on the reach targets sensed with the last observation); PHYSICS ``find_pairs``;
-COLLIDE ``step_bodies``; REWARD ``reward_teams``; RESET ``reset_level``; SENSE ``cast_lidar``,
-``observe_visibility``, ``find_reach_targets``; OBSERVE ``observe_agents``.
+COLLIDE ``step_bodies``; REWARD ``reward_teams``; RESET ``reset_level``; SENSE ``cast_lidar_rays``,
+``observe_visibility_targets``, ``find_reach_targets``; OBSERVE ``observe_agents``. (With ``wide_sensors``
+False, lidar and visibility run as ``cast_lidar`` and ``observe_visibility``, a thread per agent.)
 """
 
 from __future__ import annotations
@@ -107,6 +108,9 @@ class HideAndSeekConfig:
     physics_dt: float = 1.0 / 30.0  # s per step
     physics_substeps: int = 4
     gravity: float = -9.8  # m/s^2
+    wide_sensors: bool = (
+        True  # lidar a thread per ray, visibility per target (same results; see raycast.sensor_systems)
+    )
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
     fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)
@@ -426,9 +430,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
             *physics.systems(),
             ecs.System(kernels.reward_teams, ecs.Phase.REWARD, dim="world"),
             ecs.System(kernels.reset_level, ecs.Phase.RESET, dim="world"),
-            ecs.System(raycast.cast_lidar, ecs.Phase.SENSE, dim="entity"),
-            ecs.System(raycast.observe_visibility, ecs.Phase.SENSE, dim="entity"),
-            ecs.System(raycast.find_reach_targets, ecs.Phase.SENSE, dim="entity"),
+            *raycast.sensor_systems(wide=cfg.wide_sensors),
             ecs.System(kernels.observe_agents, ecs.Phase.OBSERVE, dim="world"),
         ],
         actions={
