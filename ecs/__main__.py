@@ -5,6 +5,11 @@
     python -m ecs bench cartpole --num-worlds 16384 --steps 1000
     python -m ecs graph cartpole
     torchrun --standalone --nproc-per-node=gpu -m ecs dist-bench cartpole --num-worlds 65536 --steps 1000
+    python -m ecs bench my_package.my_env:make --num-worlds 1024
+
+Every command that takes an environment accepts a registered name (``python -m ecs envs``; see
+``envs.register``) or ``package.module:function``, a factory returning an ``ecs.EnvSpec``, imported
+with the current directory on the module path (as ``python -m`` does).
 
 The engine never imports the environment registry (``ecs`` sits below ``envs`` in the layering,
 and a test enforces it). Finding environments by name is this command line's job, so it imports
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import statistics
 import sys
 import time
@@ -44,11 +50,22 @@ def _quiet_warp() -> None:
     wp.config.log_level = wp.LOG_WARNING
 
 
+def _make_env(spec: str, config: str | None):
+    """The ``EnvSpec`` of a registered name or of ``package.module:function``; ``EcsError`` when neither works."""
+    registry = _registry()
+    if ":" in spec:
+        cwd = os.getcwd()
+        # The console script `ecs` does not put the current directory on the path; `python -m ecs` does.
+        if not any(os.path.abspath(p or os.curdir) == cwd for p in sys.path):
+            sys.path.insert(0, cwd)
+    return registry.make(spec, config=config)
+
+
 def _build(args: argparse.Namespace, num_worlds: int, **kwargs: Any):
     from .sim import BatchSim
 
     _quiet_warp()
-    env = _registry().make(args.env, config=args.config)
+    env = _make_env(args.env, args.config)
     return BatchSim(env, num_worlds, device=args.device, seed=args.seed, **kwargs)
 
 
@@ -107,7 +124,7 @@ def _cmd_dist_bench(args: argparse.Namespace) -> None:
     from . import distributed
 
     _quiet_warp()
-    env = _registry().make(args.env, config=args.config)
+    env = _make_env(args.env, args.config)
     sim = distributed.make_sim(env, args.num_worlds, device=args.device, seed=args.seed, backend=args.backend)
     ctx = distributed.context()
     try:
@@ -161,7 +178,12 @@ def _parser() -> argparse.ArgumentParser:
 
     def env_command(name: str, help: str, *, worlds: int | None, steps: int | None) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
-        p.add_argument("env", help="environment name (see: python -m ecs envs)")
+        p.add_argument(
+            "env",
+            metavar="ENV",
+            help="a registered environment name (see: python -m ecs envs) or package.module:function, a factory "
+            "returning an ecs.EnvSpec (the current directory is importable)",
+        )
         if worlds is not None:
             p.add_argument("--num-worlds", type=_positive, default=worlds, help=f"worlds (default {worlds})")
         if steps is not None:

@@ -12,8 +12,9 @@ import enum
 import warp as wp
 
 from systems.collision import shape_extent
-from systems.geometry import BOX, PLANE, SPHERE, WEDGE, inverse_inertia
+from systems.geometry import BOX, PLANE, SPHERE, WEDGE
 from systems.locking import try_lock, try_unlock
+from systems.placement import BodyColumns, place_body
 from systems.raycast import sees
 from systems.rigid_body import DYNAMIC, KINEMATIC, STATIC
 
@@ -112,30 +113,32 @@ def put_body(
     response: int,
     friction: float,
 ):
-    b.alive[world, row] = 1
-    b.generation[world, row] = b.generation[world, row] + 1
+    columns = BodyColumns(
+        alive=b.alive,
+        generation=b.generation,
+        shape=b.shape,
+        size=b.size,
+        position=b.position,
+        rotation=b.rotation,
+        linear_velocity=b.linear_velocity,
+        angular_velocity=b.angular_velocity,
+        mass=b.mass,
+        inv_inertia=b.inv_inertia,
+        response=b.response,
+        friction=b.friction,
+        restitution=b.restitution,
+        force=b.force,
+        torque=b.torque,
+        prev_position=b.prev_position,
+        prev_rotation=b.prev_rotation,
+        locked_by=b.locked_by,
+        sweep_order=b.sweep_order,
+    )
+    place_body(columns, world, row, shape, size, position, rotation, mass, response, friction, 0.0)
     b.kind[world, row] = kind
-    b.shape[world, row] = shape
-    b.size[world, row] = size
-    b.position[world, row] = position
-    b.rotation[world, row] = rotation
-    b.linear_velocity[world, row] = wp.vec3(0.0, 0.0, 0.0)
-    b.angular_velocity[world, row] = wp.vec3(0.0, 0.0, 0.0)
-    m = wp.where(response == DYNAMIC, mass, 0.0)
-    b.mass[world, row] = m
-    inv = inverse_inertia(shape, size, m)
     if kind == HIDER_KIND or kind == SEEKER_KIND:  # noqa: SIM109 (Warp has no `in`)
         # Agents stay upright: they may only turn about z (as OpenAI's slide-slide-hinge joints).
-        inv = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, inv[2, 2])
-    b.inv_inertia[world, row] = inv
-    b.response[world, row] = response
-    b.friction[world, row] = friction
-    b.restitution[world, row] = 0.0
-    b.force[world, row] = wp.vec3(0.0, 0.0, 0.0)
-    b.torque[world, row] = wp.vec3(0.0, 0.0, 0.0)
-    b.prev_position[world, row] = position
-    b.prev_rotation[world, row] = rotation
-    b.locked_by[world, row] = 0
+        b.inv_inertia[world, row] = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, b.inv_inertia[world, row][2, 2])
 
 
 @wp.func
