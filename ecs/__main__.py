@@ -180,7 +180,6 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.add_argument(
             "env",
-            metavar="ENV",
             help="a registered environment name (see: python -m ecs envs) or package.module:function, a factory "
             "returning an ecs.EnvSpec (the current directory is importable)",
         )

@@ -14,7 +14,8 @@ sim = ecs.BatchSim(envs.make("my_env", some_field=2), num_worlds=1024)
 ``envs.make("my_package.env:make")`` also works without registering (and so does
 ``python -m ecs bench my_package.env:make``). An installed package registers its environments
 itself through an entry point in the ``warp_ecs.envs`` group (its name is the env's name, its
-value the factory), read the first time the registry is asked for a name it does not hold:
+value the factory), read once, by the first ``names()`` or ``register`` call or ``make`` of a
+name the registry does not hold; a registered or built-in name wins over an entry point:
 
 ```toml
 [project.entry-points."warp_ecs.envs"]

@@ -170,32 +170,40 @@ def registered():
             envs.unregister(name)
 
 
-def test_cli_runs_a_user_env_through_graph_profile_and_bench(package_dir):
+def test_cli_runs_a_user_env_through_graph_profile_bench_and_dist_bench(package_dir):
     spec = f"{PACKAGE}.env:make"
-    # One interpreter for the three commands: their kernels compile once.
+    # One interpreter for the four commands: their kernels compile once. It runs them as the `ecs`
+    # console script would, without the current directory on sys.path: the CLI adds it for a spec.
     script = textwrap.dedent(
         f"""
-        import sys
+        import os, sys
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != os.getcwd()]
         from ecs.__main__ import main
-        for argv in (["graph", {spec!r}], ["profile", {spec!r}, "--num-worlds", "4", "--steps", "5"],
-                     ["bench", {spec!r}, "--num-worlds", "4", "--steps", "20", "--repeats", "2"]):
+        for argv in (
+            ["graph", {spec!r}],
+            ["profile", {spec!r}, "--num-worlds", "4", "--steps", "5"],
+            ["bench", {spec!r}, "--num-worlds", "4", "--steps", "20", "--repeats", "2"],
+            ["dist-bench", {spec!r}, "--device", "cpu", "--num-worlds", "4", "--steps", "20", "--repeats", "1"],
+        ):
             print("== " + argv[0], flush=True)
             if main(argv) != 0:
                 sys.exit(1)
         """
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package_dir), str(ROOT)]), "WARP_QUIET": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WARP_QUIET": "1"}
     out = subprocess.run(
         [sys.executable, "-c", script], cwd=package_dir, env=env, capture_output=True, text=True, timeout=600
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    graph, profile, bench = out.stdout.split("== ")[1:]
+    graph, profile, bench, dist = out.stdout.split("== ")[1:]
     assert "TaskGraph of 'drifters'" in graph
     for name in SYSTEMS:
         assert name in graph and name in profile, (name, graph, profile)
     assert "PHYSICS" in graph and "RESET" in graph and "OBSERVE" in graph
     rate = next(line for line in bench.splitlines() if line.endswith("us per step)"))
     assert float(rate.split()[0].replace(",", "")) > 0, bench
+    aggregate = next(line for line in dist.splitlines() if line.startswith("aggregate:"))
+    assert float(aggregate.split()[1].replace(",", "")) > 0, dist
 
 
 def test_cli_through_python_m_with_the_package_in_the_current_directory(package_dir):
