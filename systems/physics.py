@@ -23,9 +23,10 @@ the broadphase computes from the poses that the solver then changes. Env systems
 belong in ACT; systems that react to the new poses go after them (COLLIDE, registered later, or
 a later phase).
 
-Bodies are spawned by the env's own kernels (``rigid_body`` and ``geometry`` give the device
-functions; ``geometry.inverse_inertia`` fills ``inv_inertia``), or from the host with
-``load_scene`` (tests, benchmarks, fixed scenes). ``check_body_specs`` and ``check_bodies``
+Bodies are placed by the env's own kernels (``placement.place_body`` writes every column of a
+body row consistently: pose, previous pose, velocities, mass, inverse inertia, lock owner,
+generation, sweep order), or from the host with ``load_scene`` (tests, benchmarks, fixed
+scenes). ``check_body_specs`` and ``check_bodies``
 refuse degenerate shapes (zero, negative or non-finite sizes), non-finite poses and
 non-positive masses of dynamic bodies, naming the entry.
 """
