@@ -1,0 +1,80 @@
+"""The physics scene suite (examples/benchmarks/physics_vs_mujoco.py) as tests: MuJoCo must meet each
+scene's target (else the scene, not the solver, is wrong), and this engine must too; the targets it
+misses today are strict xfails with the measured figures.
+
+The stacks, free spin, walls and pressed bodies are tested on their own (without MuJoCo) in
+test_physics_scenes.py; here are the scenes that need MuJoCo's figure or only it builds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mujoco")
+
+_PATH = Path(__file__).resolve().parents[2] / "examples" / "benchmarks" / "physics_vs_mujoco.py"
+_spec = importlib.util.spec_from_file_location("physics_vs_mujoco", _PATH)
+suite = importlib.util.module_from_spec(_spec)
+sys.modules["physics_vs_mujoco"] = suite
+_spec.loader.exec_module(suite)
+
+
+def both(scene):
+    return scene.metric(suite.run_ours(scene)), scene.metric(suite.run_mujoco(scene))
+
+
+def test_the_suite_runs_and_writes_its_table(tmp_path):
+    rows = suite.main(["--quick", "--out", str(tmp_path), "--no-plot"])
+    groups = {r["group"] for r in rows}
+    assert groups == {"stack", "pyramid", "free spin", "wall", "pressed", "ramp push", "push and release", "symmetry"}
+    table = (tmp_path / "physics_vs_mujoco.md").read_text()
+    assert table.count("\n") == len(rows) + 2 and "| ramp push | 10 N from the high end |" in table
+
+
+def test_mujoco_meets_the_absolute_targets():
+    """The reference itself: a 3-cube stack stands, spin keeps its energy, the symmetric scene stays symmetric."""
+    assert both(suite.stack(3, 0.0, "top first", 2.0))[1] < 1.0
+    assert both(suite.spin((0.0, 20.0, 0.0), 2.0))[1] < 1.0
+    assert both(suite.symmetric(1.0))[1] < 1.0
+
+
+@pytest.mark.parametrize(
+    "force",
+    [
+        10.0,
+        20.0,
+        pytest.param(40.0, marks=pytest.mark.xfail(strict=True, reason="22 % short of MuJoCo's travel at 40 N")),
+    ],
+)
+def test_ramp_pushed_at_its_high_end_travels_like_mujocos(force):
+    ours, ref = both(suite.ramp_push(force, "high end", 2.0))
+    assert abs(ours - ref) <= 0.1 * abs(ref), (ours, ref)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="contacts near vertical hold the lower body in the shock pass: the ramp travels 50-67 % less than MuJoCo's",
+)
+@pytest.mark.parametrize("force", [10.0, 20.0, 40.0])
+def test_ramp_pushed_at_its_low_end_travels_like_mujocos(force):
+    ours, ref = both(suite.ramp_push(force, "low end", 2.0))
+    assert abs(ours - ref) <= 0.1 * abs(ref), (ours, ref)
+
+
+def test_box_pushed_and_released_stops_where_mujocos_does():
+    ours, ref = both(suite.push_release(2.0))
+    assert abs(ours - ref) <= 0.1 * ref, (ours, ref)
+
+
+@pytest.mark.xfail(strict=True, reason="the cube drifts about 0.1 m sideways in 2 s (order-dependent contact solve)")
+def test_symmetric_scene_stays_symmetric():
+    assert both(suite.symmetric(2.0))[0] < 1.0
+
+
+@pytest.mark.xfail(strict=True, reason="the 10-cube pyramid spreads by about 0.19 m in 10 s")
+def test_pyramid_stands():
+    assert both(suite.pyramid(10.0))[0] < 1.0
