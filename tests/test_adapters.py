@@ -18,7 +18,7 @@ import warp as wp
 
 import ecs
 import envs
-from ecs.adapters.gymnasium import GymVectorEnv, NormalizeObservation
+from ecs.adapters.gymnasium import GymVectorEnv, NormalizeObservation, NormalizeReward, RecordEpisodeStatistics
 
 # -- a two-agent toy env ----------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ def test_gym_spaces(cartpole_sim, foraging_sim):
 
 
 def test_gym_step_matches_the_sim_and_final_obs(cartpole_sim):
-    env = GymVectorEnv(cartpole_sim)
+    env = GymVectorEnv(cartpole_sim, copy=True)
     sim = cartpole_sim
     obs, _ = env.reset(seed=11)
     assert isinstance(obs, torch.Tensor) and torch.equal(obs, sim.obs["state"])
@@ -269,19 +269,80 @@ def test_gym_wrappers_numpy_mode(cartpole_sim):
             np.testing.assert_array_equal(ep["l"][done], lengths[done])
             # final_obs is normalised with the same statistics as obs.
             final = sim.final_obs["state"].numpy()[done]
-            expect = (final - wrapped.obs_rms.mean) / np.sqrt(wrapped.obs_rms.var + wrapped.epsilon)
+            mean, var = wrapped.obs_rms.mean.numpy(), wrapped.obs_rms.var.numpy()
+            expect = (final - mean) / np.sqrt(var + wrapped.epsilon)
             np.testing.assert_allclose(infos["final_obs"][done], expect, rtol=1e-5, atol=1e-6)
         returns[done], lengths[done] = 0, 0
     assert finished_r and list(stats.return_queue) == pytest.approx(finished_r[-len(stats.return_queue) :])
     assert list(stats.length_queue) == finished_l[-len(stats.length_queue) :]
 
 
-def test_gym_wrappers_that_need_numpy_fail_in_torch_mode(cartpole_sim):
-    # Documented: Gymnasium's vector wrappers compute with numpy; torch mode is for torch trainers.
-    wrapped = gym.wrappers.vector.RecordEpisodeStatistics(GymVectorEnv(cartpole_sim))
-    wrapped.reset()
-    with pytest.raises(TypeError):
-        wrapped.step(torch.zeros(16, dtype=torch.int32))
+def test_gym_default_returns_the_sims_buffers_without_allocating(cartpole_sim):
+    sim = cartpole_sim
+    env = GymVectorEnv(sim)
+    env.reset(seed=2)
+    a = torch.ones(16, dtype=torch.int32)
+    first = env.step(a)
+    for _ in range(30):
+        obs, reward, terminated, truncated, infos = env.step(a)
+        # The same persistent buffers every step: nothing is allocated or copied.
+        assert obs is sim.obs["state"] and reward is sim.rewards and terminated is sim.terminated
+        assert infos["final_obs"] is sim.final_obs["state"] and infos["_final_obs"] is first[4]["_final_obs"]
+        assert torch.equal(infos["_final_obs"], terminated | truncated)
+    views = GymVectorEnv(sim, to_numpy=True)
+    obs, reward, *_ = views.step(np.ones(16, dtype=np.int64))
+    assert np.shares_memory(obs, sim.obs["state"].numpy()) and np.shares_memory(reward, sim.rewards.numpy())
+    copies = GymVectorEnv(sim, to_numpy=True, copy=True)
+    obs, *_ = copies.step(np.ones(16, dtype=np.int64))
+    assert not np.shares_memory(obs, sim.obs["state"].numpy())
+
+
+def test_gym_wrappers_in_torch_mode_match_gymnasiums_numpy_wrappers():
+    """Ours on a torch-mode env against Gymnasium's own on a numpy-mode twin (same seed, same actions)."""
+    ref_sim = ecs.BatchSim(envs.make("cartpole"), num_worlds=16, device="cpu", seed=4)
+    sim = ecs.BatchSim(envs.make("cartpole"), num_worlds=16, device="cpu", seed=4)
+    ref_stats = gym.wrappers.vector.RecordEpisodeStatistics(GymVectorEnv(ref_sim, to_numpy=True), buffer_length=7)
+    ref = gym.wrappers.vector.NormalizeReward(ref_stats, gamma=0.9)
+    stats = RecordEpisodeStatistics(GymVectorEnv(sim), buffer_length=7)
+    mine = NormalizeObservation(NormalizeReward(stats, gamma=0.9))
+    ref_obs, _ = ref.reset(seed=1)
+    obs, _ = mine.reset(seed=1)
+    rms = gym.wrappers.utils.RunningMeanStd(shape=(4,))
+    rms.update(ref_obs)
+    assert isinstance(obs, torch.Tensor)
+    np.testing.assert_allclose(obs.numpy(), (ref_obs - rms.mean) / np.sqrt(rms.var + 1e-8), rtol=1e-5, atol=1e-5)
+    gen = np.random.default_rng(0)
+    ended = 0
+    for _ in range(90):
+        action = gen.integers(0, 2, 16)
+        ref_obs, ref_r, ref_term, ref_trunc, ref_info = ref.step(action)
+        obs, r, term, trunc, info = mine.step(torch.from_numpy(action))
+        assert isinstance(r, torch.Tensor) and isinstance(info["episode"]["r"], torch.Tensor)
+        np.testing.assert_array_equal(term.numpy(), ref_term)
+        np.testing.assert_array_equal(trunc.numpy(), ref_trunc)
+        np.testing.assert_allclose(r.numpy(), ref_r, rtol=1e-5, atol=1e-6)
+        rms.update(ref_obs)
+        scale = np.sqrt(rms.var + 1e-8)
+        np.testing.assert_allclose(obs.numpy(), (ref_obs - rms.mean) / scale, rtol=1e-4, atol=1e-4)
+        done = ref_term | ref_trunc
+        assert np.array_equal(info["_episode"].numpy(), done)
+        final = (ref_info["final_obs"][done] - rms.mean) / scale
+        np.testing.assert_allclose(info["final_obs"].numpy()[done], final, rtol=1e-4, atol=1e-4)
+        if done.any():
+            ended += int(done.sum())
+            np.testing.assert_allclose(info["episode"]["r"].numpy()[done], ref_info["episode"]["r"][done])
+            np.testing.assert_array_equal(info["episode"]["l"].numpy()[done], ref_info["episode"]["l"][done])
+            assert (info["episode"]["r"].numpy()[~done] == 0).all()
+        else:
+            assert not info["_episode"].any()
+    assert ended > 7
+    assert stats.episode_count == ref_stats.episode_count
+    assert list(stats.return_queue) == pytest.approx(list(ref_stats.return_queue))
+    assert list(stats.length_queue) == list(ref_stats.length_queue)
+    assert len(stats.time_queue) == 7
+
+
+def test_gymnasiums_own_normalize_observation_refuses_same_step(cartpole_sim):
     # Gymnasium's own NormalizeObservation refuses same-step envs; ours exists for that reason.
     with pytest.raises(ValueError, match="autoreset_mode"):
         gym.wrappers.vector.NormalizeObservation(GymVectorEnv(cartpole_sim, to_numpy=True))
