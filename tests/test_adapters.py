@@ -406,6 +406,94 @@ def test_torchrl_multi_agent_group(duel_sim):
     torch.testing.assert_close(reward, torch.tensor([0.0, 1.0]) - sight[..., 0].abs())
 
 
+def _assert_td_equal(a, b) -> None:
+    keys = sorted(a.keys(True, True), key=str)
+    assert keys == sorted(b.keys(True, True), key=str)
+    for key in keys:
+        assert torch.equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("name", ["cartpole", "duel"])
+def test_torchrl_fast_step_and_maybe_reset_matches_envbase(name):
+    """The fast paths give the data of EnvBase's generic step, step_mdp and partial reset, on a twin sim."""
+    pytest.importorskip("torchrl")
+    from ecs.adapters.torchrl import TorchRLEnv
+
+    make = (lambda: envs.make("cartpole")) if name == "cartpole" else duel_env
+    fast_sim, ref_sim = (ecs.BatchSim(make(), num_worlds=6, device="cpu", seed=8) for _ in range(2))
+    fast, ref = TorchRLEnv(fast_sim), TorchRLEnv(ref_sim)
+    ref.run_type_checks = True  # turns the fast paths off: EnvBase's own step and maybe_reset run
+    fast_td, ref_td = fast.reset(), ref.reset()
+    gen = torch.Generator().manual_seed(3)
+    action_key = fast.action_key
+    shape = fast.full_action_spec[action_key].shape
+    ended = 0
+    for _ in range(40):
+        action = torch.randint(0, 3 if name == "duel" else 2, shape, generator=gen)
+        fast_td.set(action_key, action)
+        ref_td.set(action_key, action.clone())
+        fast_out, fast_td = fast.step_and_maybe_reset(fast_td)
+        ref_out, ref_td = ref.step_and_maybe_reset(ref_td)
+        _assert_td_equal(fast_out, ref_out)
+        _assert_td_equal(fast_td, ref_td)
+        # EnvBase's partial reset found every ended world already restarted: the sims stay twins.
+        assert torch.equal(fast_sim.tensor("world", "episode"), ref_sim.tensor("world", "episode"))
+        ended += int(fast_out["next", "done"].sum())
+    assert ended > 0
+
+
+def test_torchrl_agents_group_has_flags_and_feature_axes_for_gae():
+    """Hide-and-seek as TorchRL's multi-agent recipes expect: flags in the group, active with a feature axis."""
+    pytest.importorskip("torchrl")
+    from tensordict.nn import TensorDictModule
+    from torchrl.envs.utils import check_env_specs
+    from torchrl.objectives.value import GAE
+
+    from ecs.adapters.torchrl import TorchRLEnv
+
+    sim = ecs.BatchSim(envs.make("hide_and_seek"), num_worlds=2, device="cpu", seed=1)
+    env = TorchRLEnv(sim)
+    A = sim.env.num_agents
+    check_env_specs(env, seed=0)
+    assert env.full_observation_spec["agents", "active"].shape == (2, A, 1)
+    for flag in ("done", "terminated", "truncated"):
+        assert env.full_done_spec["agents", flag].shape == (2, A, 1)
+    assert ("agents", "done") in env.done_keys
+    td = env.rollout(6, break_when_any_done=False)
+    assert torch.equal(td["next", "agents", "active"][:, -1, :, 0], sim.obs["active"])
+    assert torch.equal(td["next", "agents", "done"], td["next", "done"].unsqueeze(-2).expand(2, 6, A, 1))
+    critic = TensorDictModule(torch.nn.Linear(11, 1), in_keys=[("agents", "self")], out_keys=[("agents", "value")])
+    gae = GAE(gamma=0.99, lmbda=0.95, value_network=critic)
+    gae.set_keys(
+        reward=("agents", "reward"),
+        done=("agents", "done"),
+        terminated=("agents", "terminated"),
+        value=("agents", "value"),
+        advantage=("agents", "advantage"),
+        value_target=("agents", "value_target"),
+    )
+    with torch.no_grad():
+        gae(td)
+    assert td["agents", "advantage"].shape == (2, 6, A, 1)
+    assert torch.isfinite(td["agents", "advantage"]).all()
+
+
+def test_torchrl_agent_level_reset_key_restarts_the_world(duel_sim):
+    pytest.importorskip("torchrl")
+    from tensordict import TensorDict
+
+    from ecs.adapters.torchrl import TorchRLEnv
+
+    env = TorchRLEnv(duel_sim)
+    env.reset()
+    before = duel_sim.tensor("world", "episode").clone()
+    agent_reset = torch.zeros(5, 2, 1, dtype=torch.bool)
+    agent_reset[3, 1] = True
+    td = TensorDict({"agents": TensorDict({"_reset": agent_reset}, [5, 2])}, [5])
+    env.reset(td)
+    assert (duel_sim.tensor("world", "episode") - before).tolist() == [0, 0, 0, 1, 0]
+
+
 # -- PettingZoo -------------------------------------------------------------------------------
 
 
