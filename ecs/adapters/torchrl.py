@@ -185,6 +185,13 @@ class TorchRLEnv(EnvBase):
         self._restarted = torch.zeros(W, dtype=torch.bool, device=device)
         self._restarted_col = self._restarted.unsqueeze(-1)
         self._restarted_views = {1: self._restarted, 2: self._restarted_col}
+        self._restarted_pending = False  # False: _restarted is stale, read it as all False
+        # Entries that _output writes itself, so a carried value of theirs is dropped.
+        flags = {"done", "terminated", "truncated"}
+        self._replaced = (
+            {"next", "reward", *flags, *(p[0] for p in self._obs_paths.values() if len(p) == 1)},
+            {"reward", *flags, *(p[1] for p in self._obs_paths.values() if len(p) == 2)},
+        )
         # Selecting final_obs where a world ended, on [W, n] row views with wide elements (see _rows);
         # the result is viewed back to the observation's dtype, and shape where that is not [W, n].
         self._select = []
@@ -214,10 +221,11 @@ class TorchRLEnv(EnvBase):
         root: dict[str, Any] = {}
         group: dict[str, Any] = {}
         if carry is not None:
+            replaced, group_replaced = self._replaced
             for key, value in carry.items():
                 if key == _AGENTS and self._multi:
-                    group.update((k, self._zero_restarted(v)) for k, v in value.items())
-                elif key != "next":
+                    group.update((k, self._zero_restarted(v)) for k, v in value.items() if k not in group_replaced)
+                elif key not in replaced:
                     root[key] = self._zero_restarted(value)
         root.update(terminated=terminated, truncated=truncated, done=done)
         W = self.sim.num_worlds
@@ -242,12 +250,12 @@ class TorchRLEnv(EnvBase):
 
     def _zero_restarted(self, value):
         """``value`` (leading axis: worlds) with zeros in the worlds restarted by the last step."""
-        ndim = value.batch_dims if isinstance(value, TensorDictBase) else value.ndim
+        if isinstance(value, TensorDictBase):
+            return value.apply(self._zero_restarted)
+        ndim = value.ndim
         mask = self._restarted_views.get(ndim)
         if mask is None:
             mask = self._restarted_views[ndim] = self._restarted.view(-1, *([1] * (ndim - 1)))
-        if isinstance(value, TensorDictBase):
-            return value.apply(lambda x: x.masked_fill(mask.view(-1, *([1] * (x.ndim - 1))), 0))
         return value.masked_fill(mask, 0)
 
     def _write_actions(self, tensordict: TensorDictBase) -> None:
@@ -266,6 +274,7 @@ class TorchRLEnv(EnvBase):
         self._write_actions(tensordict)
         sim.step()
         torch.logical_or(sim.terminated, sim.truncated, out=self._restarted)
+        self._restarted_pending = True
         mask = self._restarted_col
         obs = {}
         for k, final, now, dtype, shape in self._select:
@@ -307,11 +316,24 @@ class TorchRLEnv(EnvBase):
         if not self._fast_input(tensordict):
             return super()._step_and_maybe_reset(tensordict)
         tensordict._set_str("next", self._step(tensordict), validated=True, inplace=False, non_blocking=False)
-        obs = {k: self._obs_views[k].clone() for k in self._obs_paths}
-        W, dev = self.sim.num_worlds, self._dev
-        no = [torch.zeros(W, 1, dtype=torch.bool, device=dev) for _ in range(3)]
-        next_root = self._output(obs, None, *no, carry=tensordict)
-        self._restarted.zero_()
+        if self._multi:
+            obs = {k: self._obs_views[k].clone() for k in self._obs_paths}
+            no = [torch.zeros(self._batch[0], 1, dtype=torch.bool, device=self._dev) for _ in range(3)]
+            next_root = self._output(obs, None, *no, carry=tensordict)
+        else:
+            # The single-agent root, written out: this runs once per step of every rollout.
+            replaced, _ = self._replaced
+            root = {k: self._zero_restarted(v) for k, v in tensordict.items() if k not in replaced}
+            # Every flag of the next root is False (ended worlds have restarted): one fresh tensor serves
+            # the three keys, which TorchRL only reads or replaces.
+            root["done"] = root["terminated"] = root["truncated"] = torch.zeros(
+                self._batch[0], 1, dtype=torch.bool, device=self._dev
+            )
+            for k, path, _expand in self._obs_items:
+                root[path[0]] = self._obs_views[k].clone()
+            next_root = TensorDict._new_unsafe(root, batch_size=self._batch, device=self._dev)
+        # The restart of ended worlds has been consumed: a later partial reset of them restarts them again.
+        self._restarted_pending = False
         return tensordict, next_root
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
@@ -326,6 +348,8 @@ class TorchRLEnv(EnvBase):
                 if agent_mask is not None:
                     agent_mask = agent_mask.reshape(sim.num_worlds, -1).any(-1)
                     mask = agent_mask if mask is None else mask.reshape(sim.num_worlds) | agent_mask
+        if not self._restarted_pending:
+            self._restarted.zero_()
         if mask is None:
             sim.reset()
             self._restarted.zero_()
