@@ -530,6 +530,30 @@ def test_pettingzoo_view_reads_its_world(duel_sim):
     )
 
 
+def test_pettingzoo_lists_only_the_agent_slots_in_use():
+    pytest.importorskip("pettingzoo")
+    from pettingzoo.test import parallel_api_test
+
+    from ecs.adapters.pettingzoo import PettingZooWorld
+
+    sim = ecs.BatchSim(envs.make("hide_and_seek"), num_worlds=2, device="cpu", seed=0)
+    env = PettingZooWorld(sim, world=0)
+    assert env.render_mode is None and len(env.possible_agents) == 6
+    obs, infos = env.reset()  # draws a new level for world 0
+    active = sim.obs["active"][0] != 0
+    assert not active.all()  # this seed's level uses fewer than six slots
+    in_use = [f"agent_{i}" for i in range(6) if active[i]]
+    assert env.agents == in_use and sorted(obs) == sorted(in_use) and sorted(infos) == sorted(in_use)
+    idle = next(a for a in env.possible_agents if a not in in_use)
+    with pytest.raises(ecs.EcsError, match="not in use"):
+        env.step({idle: env.action_space(idle).sample()})
+    _obs, rewards, *_ = env.step({a: env.action_space(a).sample() for a in env.agents})
+    assert sorted(rewards) == sorted(in_use)
+    parallel_api_test(env, num_cycles=40)
+    with pytest.raises(ecs.EcsError, match="render_mode=None"):
+        PettingZooWorld(sim, render_mode="rgb_array")
+
+
 # -- EpisodeStats ------------------------------------------------------------------------------
 
 
