@@ -185,7 +185,10 @@ class TorchRLEnv(EnvBase):
         self._restarted = torch.zeros(W, dtype=torch.bool, device=device)
         self._restarted_col = self._restarted.unsqueeze(-1)
         self._restarted_views = {1: self._restarted, 2: self._restarted_col}
-        self._restarted_pending = False  # False: _restarted is stale, read it as all False
+        # _pending[0] False: _restarted is stale, read it as all False. A list, because EnvBase's
+        # __setattr__ costs microseconds and this flag changes on every step.
+        self._pending = [False]
+        self._root_obs_names = [(k, path[0]) for k, path in self._obs_paths.items()]
         # Entries that _output writes itself, so a carried value of theirs is dropped.
         flags = {"done", "terminated", "truncated"}
         self._replaced = (
@@ -216,7 +219,8 @@ class TorchRLEnv(EnvBase):
 
         ``carry``: a root tensordict whose other entries (not ``"next"``, observations or flags) are
         carried over, as ``step_mdp`` does, and zeroed in the worlds that restarted, as the padding of
-        ``EnvBase``'s partial reset does (a recurrent state starts again from zeros).
+        ``EnvBase``'s partial reset does (a recurrent state starts again from zeros); except the
+        action, carried as it is (the policy overwrites it before the next step).
         """
         root: dict[str, Any] = {}
         group: dict[str, Any] = {}
@@ -224,9 +228,9 @@ class TorchRLEnv(EnvBase):
             replaced, group_replaced = self._replaced
             for key, value in carry.items():
                 if key == _AGENTS and self._multi:
-                    group.update((k, self._zero_restarted(v)) for k, v in value.items() if k not in group_replaced)
+                    group.update((k, self._carried(k, v)) for k, v in value.items() if k not in group_replaced)
                 elif key not in replaced:
-                    root[key] = self._zero_restarted(value)
+                    root[key] = self._carried(key, value)
         root.update(terminated=terminated, truncated=truncated, done=done)
         W = self.sim.num_worlds
         if self._multi:
@@ -247,6 +251,10 @@ class TorchRLEnv(EnvBase):
             for k, path, _expand in self._obs_items:
                 root[path[-1]] = obs[k]
         return TensorDict._new_unsafe(root, batch_size=self._batch, device=self._dev)
+
+    def _carried(self, key: str, value):
+        """A carried entry: the action as it is (the policy overwrites it), others zeroed where worlds restarted."""
+        return value if key == "action" else self._zero_restarted(value)
 
     def _zero_restarted(self, value):
         """``value`` (leading axis: worlds) with zeros in the worlds restarted by the last step."""
@@ -274,7 +282,7 @@ class TorchRLEnv(EnvBase):
         self._write_actions(tensordict)
         sim.step()
         torch.logical_or(sim.terminated, sim.truncated, out=self._restarted)
-        self._restarted_pending = True
+        self._pending[0] = True
         mask = self._restarted_col
         obs = {}
         for k, final, now, dtype, shape in self._select:
@@ -283,17 +291,23 @@ class TorchRLEnv(EnvBase):
         terminated, truncated = self._terminated_col.clone(), self._truncated_col.clone()
         done = torch.logical_or(terminated, truncated)
         reward = self._reward_col.clone()
-        return self._output(obs, reward, terminated, truncated, done)
+        if self._multi:
+            return self._output(obs, reward, terminated, truncated, done)
+        out = {"terminated": terminated, "truncated": truncated, "done": done, "reward": reward}
+        for k, name in self._root_obs_names:
+            out[name] = obs[k]
+        return TensorDict._new_unsafe(out, batch_size=self._batch, device=self._dev)
 
     def _fast_input(self, tensordict: TensorDictBase) -> bool:
         """Whether a step may skip ``EnvBase``'s generic handling: a full batch on our device, no masks, no preset."""
-        keys = tensordict.keys()  # a TensorDict refuses `in` itself
+        if type(tensordict) is not TensorDict or self.run_type_checks:
+            return False
+        entries = tensordict._tensordict  # a plain TensorDict's own mapping (a TensorDict refuses `in` itself)
         return not (
-            self.run_type_checks
+            "_step" in entries
+            or "next" in entries
             or tensordict.batch_size != self._batch
             or tensordict.device != self._dev
-            or "_step" in keys
-            or "next" in keys
         )
 
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -321,9 +335,12 @@ class TorchRLEnv(EnvBase):
             no = [torch.zeros(self._batch[0], 1, dtype=torch.bool, device=self._dev) for _ in range(3)]
             next_root = self._output(obs, None, *no, carry=tensordict)
         else:
-            # The single-agent root, written out: this runs once per step of every rollout.
+            # The single-agent root, written out: this runs once per step of every rollout. The action
+            # is carried as it is (EnvBase's reset pads it with 0 in restarted worlds; the policy
+            # overwrites it either way); other carried entries are zeroed there, as EnvBase does.
             replaced, _ = self._replaced
-            root = {k: self._zero_restarted(v) for k, v in tensordict.items() if k not in replaced}
+            carried = self._carried
+            root = {k: carried(k, v) for k, v in tensordict._tensordict.items() if k not in replaced}
             # Every flag of the next root is False (ended worlds have restarted): one fresh tensor serves
             # the three keys, which TorchRL only reads or replaces.
             root["done"] = root["terminated"] = root["truncated"] = torch.zeros(
@@ -333,7 +350,7 @@ class TorchRLEnv(EnvBase):
                 root[path[0]] = self._obs_views[k].clone()
             next_root = TensorDict._new_unsafe(root, batch_size=self._batch, device=self._dev)
         # The restart of ended worlds has been consumed: a later partial reset of them restarts them again.
-        self._restarted_pending = False
+        self._pending[0] = False
         return tensordict, next_root
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
@@ -348,7 +365,7 @@ class TorchRLEnv(EnvBase):
                 if agent_mask is not None:
                     agent_mask = agent_mask.reshape(sim.num_worlds, -1).any(-1)
                     mask = agent_mask if mask is None else mask.reshape(sim.num_worlds) | agent_mask
-        if not self._restarted_pending:
+        if not self._pending[0]:
             self._restarted.zero_()
         if mask is None:
             sim.reset()
