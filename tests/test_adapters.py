@@ -446,6 +446,33 @@ def test_torchrl_fast_step_and_maybe_reset_matches_envbase(name):
     assert ended > 0
 
 
+def test_torchrl_collector_on_the_fast_path_matches_the_sim():
+    """TorchRL's Collector (step_and_maybe_reset every step): its batch is the sim's own trajectory."""
+    pytest.importorskip("torchrl")
+    from torchrl.collectors import Collector
+
+    from ecs.adapters.torchrl import TorchRLEnv
+
+    sim = ecs.BatchSim(envs.make("cartpole"), num_worlds=4, device="cpu", seed=6)
+    env = TorchRLEnv(sim)
+    collector = Collector(env, policy=None, frames_per_batch=4 * 30, total_frames=4 * 60)
+    episodes_before = sim.tensor("world", "episode").clone()
+    ended = 0
+    for batch in collector:
+        assert batch.batch_size == (4, 30)
+        done = batch["next", "done"].squeeze(-1)
+        # Next observations continue into the following step's observation, except where an episode ended.
+        cont = ~done[:, :-1]
+        assert torch.equal(batch["next", "state"][:, :-1][cont], batch["state"][:, 1:][cont])
+        # The step after an end starts from a fresh state; the rewards are cartpole's +1.
+        assert (batch["state"][:, 1:][done[:, :-1]].abs() <= 0.05).all()
+        assert (batch["next", "reward"] == 1).all()
+        ended += int(done.sum())
+    collector.shutdown()
+    # Every restart was the engine's own (one per ended episode): no extra reset-graph replays.
+    assert int((sim.tensor("world", "episode") - episodes_before).sum()) == ended > 0
+
+
 def test_torchrl_agents_group_has_flags_and_feature_axes_for_gae():
     """Hide-and-seek as TorchRL's multi-agent recipes expect: flags in the group, active with a feature axis."""
     pytest.importorskip("torchrl")
