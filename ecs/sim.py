@@ -909,6 +909,15 @@ class BatchSim:
             self.load_state_dict(saved)
         return Profile.from_timer(timer, steps, captured, self)
 
+    def __reduce__(self):
+        """Refuses pickling: a live simulation holds device memory and captured graphs."""
+        raise TypeError(
+            f"a BatchSim ({self.env.name!r}, {self.num_worlds} worlds on {self.device}) cannot be pickled: it holds "
+            "device arrays and captured graphs. Build the BatchSim inside the worker process instead (pass "
+            "envs.make(...) arguments, not the sim); to run more environments, raise num_worlds rather than "
+            "concatenating vector envs in subprocesses; to copy the state, use sim.state_dict() or sim.save(path)"
+        )
+
 
 def save_state(state: Mapping[str, Any], path: str | os.PathLike) -> None:
     """Writes a state dict as one ``.npz`` file (arrays plus JSON metadata), atomically."""

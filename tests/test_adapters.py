@@ -18,7 +18,7 @@ import warp as wp
 
 import ecs
 import envs
-from ecs.adapters.gymnasium import GymVectorEnv, NormalizeObservation
+from ecs.adapters.gymnasium import GymVectorEnv, NormalizeObservation, NormalizeReward, RecordEpisodeStatistics
 
 # -- a two-agent toy env ----------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ def test_gym_spaces(cartpole_sim, foraging_sim):
 
 
 def test_gym_step_matches_the_sim_and_final_obs(cartpole_sim):
-    env = GymVectorEnv(cartpole_sim)
+    env = GymVectorEnv(cartpole_sim, copy=True)
     sim = cartpole_sim
     obs, _ = env.reset(seed=11)
     assert isinstance(obs, torch.Tensor) and torch.equal(obs, sim.obs["state"])
@@ -269,19 +269,80 @@ def test_gym_wrappers_numpy_mode(cartpole_sim):
             np.testing.assert_array_equal(ep["l"][done], lengths[done])
             # final_obs is normalised with the same statistics as obs.
             final = sim.final_obs["state"].numpy()[done]
-            expect = (final - wrapped.obs_rms.mean) / np.sqrt(wrapped.obs_rms.var + wrapped.epsilon)
+            mean, var = wrapped.obs_rms.mean.numpy(), wrapped.obs_rms.var.numpy()
+            expect = (final - mean) / np.sqrt(var + wrapped.epsilon)
             np.testing.assert_allclose(infos["final_obs"][done], expect, rtol=1e-5, atol=1e-6)
         returns[done], lengths[done] = 0, 0
     assert finished_r and list(stats.return_queue) == pytest.approx(finished_r[-len(stats.return_queue) :])
     assert list(stats.length_queue) == finished_l[-len(stats.length_queue) :]
 
 
-def test_gym_wrappers_that_need_numpy_fail_in_torch_mode(cartpole_sim):
-    # Documented: Gymnasium's vector wrappers compute with numpy; torch mode is for torch trainers.
-    wrapped = gym.wrappers.vector.RecordEpisodeStatistics(GymVectorEnv(cartpole_sim))
-    wrapped.reset()
-    with pytest.raises(TypeError):
-        wrapped.step(torch.zeros(16, dtype=torch.int32))
+def test_gym_default_returns_the_sims_buffers_without_allocating(cartpole_sim):
+    sim = cartpole_sim
+    env = GymVectorEnv(sim)
+    env.reset(seed=2)
+    a = torch.ones(16, dtype=torch.int32)
+    first = env.step(a)
+    for _ in range(30):
+        obs, reward, terminated, truncated, infos = env.step(a)
+        # The same persistent buffers every step: nothing is allocated or copied.
+        assert obs is sim.obs["state"] and reward is sim.rewards and terminated is sim.terminated
+        assert infos["final_obs"] is sim.final_obs["state"] and infos["_final_obs"] is first[4]["_final_obs"]
+        assert torch.equal(infos["_final_obs"], terminated | truncated)
+    views = GymVectorEnv(sim, to_numpy=True)
+    obs, reward, *_ = views.step(np.ones(16, dtype=np.int64))
+    assert np.shares_memory(obs, sim.obs["state"].numpy()) and np.shares_memory(reward, sim.rewards.numpy())
+    copies = GymVectorEnv(sim, to_numpy=True, copy=True)
+    obs, *_ = copies.step(np.ones(16, dtype=np.int64))
+    assert not np.shares_memory(obs, sim.obs["state"].numpy())
+
+
+def test_gym_wrappers_in_torch_mode_match_gymnasiums_numpy_wrappers():
+    """Ours on a torch-mode env against Gymnasium's own on a numpy-mode twin (same seed, same actions)."""
+    ref_sim = ecs.BatchSim(envs.make("cartpole"), num_worlds=16, device="cpu", seed=4)
+    sim = ecs.BatchSim(envs.make("cartpole"), num_worlds=16, device="cpu", seed=4)
+    ref_stats = gym.wrappers.vector.RecordEpisodeStatistics(GymVectorEnv(ref_sim, to_numpy=True), buffer_length=7)
+    ref = gym.wrappers.vector.NormalizeReward(ref_stats, gamma=0.9)
+    stats = RecordEpisodeStatistics(GymVectorEnv(sim), buffer_length=7)
+    mine = NormalizeObservation(NormalizeReward(stats, gamma=0.9))
+    ref_obs, _ = ref.reset(seed=1)
+    obs, _ = mine.reset(seed=1)
+    rms = gym.wrappers.utils.RunningMeanStd(shape=(4,))
+    rms.update(ref_obs)
+    assert isinstance(obs, torch.Tensor)
+    np.testing.assert_allclose(obs.numpy(), (ref_obs - rms.mean) / np.sqrt(rms.var + 1e-8), rtol=1e-5, atol=1e-5)
+    gen = np.random.default_rng(0)
+    ended = 0
+    for _ in range(90):
+        action = gen.integers(0, 2, 16)
+        ref_obs, ref_r, ref_term, ref_trunc, ref_info = ref.step(action)
+        obs, r, term, trunc, info = mine.step(torch.from_numpy(action))
+        assert isinstance(r, torch.Tensor) and isinstance(info["episode"]["r"], torch.Tensor)
+        np.testing.assert_array_equal(term.numpy(), ref_term)
+        np.testing.assert_array_equal(trunc.numpy(), ref_trunc)
+        np.testing.assert_allclose(r.numpy(), ref_r, rtol=1e-5, atol=1e-6)
+        rms.update(ref_obs)
+        scale = np.sqrt(rms.var + 1e-8)
+        np.testing.assert_allclose(obs.numpy(), (ref_obs - rms.mean) / scale, rtol=1e-4, atol=1e-4)
+        done = ref_term | ref_trunc
+        assert np.array_equal(info["_episode"].numpy(), done)
+        final = (ref_info["final_obs"][done] - rms.mean) / scale
+        np.testing.assert_allclose(info["final_obs"].numpy()[done], final, rtol=1e-4, atol=1e-4)
+        if done.any():
+            ended += int(done.sum())
+            np.testing.assert_allclose(info["episode"]["r"].numpy()[done], ref_info["episode"]["r"][done])
+            np.testing.assert_array_equal(info["episode"]["l"].numpy()[done], ref_info["episode"]["l"][done])
+            assert (info["episode"]["r"].numpy()[~done] == 0).all()
+        else:
+            assert not info["_episode"].any()
+    assert ended > 7
+    assert stats.episode_count == ref_stats.episode_count
+    assert list(stats.return_queue) == pytest.approx(list(ref_stats.return_queue))
+    assert list(stats.length_queue) == list(ref_stats.length_queue)
+    assert len(stats.time_queue) == 7
+
+
+def test_gymnasiums_own_normalize_observation_refuses_same_step(cartpole_sim):
     # Gymnasium's own NormalizeObservation refuses same-step envs; ours exists for that reason.
     with pytest.raises(ValueError, match="autoreset_mode"):
         gym.wrappers.vector.NormalizeObservation(GymVectorEnv(cartpole_sim, to_numpy=True))
@@ -345,6 +406,125 @@ def test_torchrl_multi_agent_group(duel_sim):
     torch.testing.assert_close(reward, torch.tensor([0.0, 1.0]) - sight[..., 0].abs())
 
 
+def _assert_td_equal(a, b) -> None:
+    keys = sorted(a.keys(True, True), key=str)
+    assert keys == sorted(b.keys(True, True), key=str)
+    for key in keys:
+        assert torch.equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("name", ["cartpole", "duel"])
+def test_torchrl_fast_step_and_maybe_reset_matches_envbase(name):
+    """The fast paths give the data of EnvBase's generic step, step_mdp and partial reset, on a twin sim."""
+    pytest.importorskip("torchrl")
+    from ecs.adapters.torchrl import TorchRLEnv
+
+    make = (lambda: envs.make("cartpole")) if name == "cartpole" else duel_env
+    fast_sim, ref_sim = (ecs.BatchSim(make(), num_worlds=6, device="cpu", seed=8) for _ in range(2))
+    fast, ref = TorchRLEnv(fast_sim), TorchRLEnv(ref_sim)
+    ref.run_type_checks = True  # turns the fast paths off: EnvBase's own step and maybe_reset run
+    fast_td, ref_td = fast.reset(), ref.reset()
+    gen = torch.Generator().manual_seed(3)
+    action_key = fast.action_key
+    shape = fast.full_action_spec[action_key].shape
+    ended = 0
+    for _ in range(40):
+        action = torch.randint(0, 3 if name == "duel" else 2, shape, generator=gen)
+        fast_td.set(action_key, action)
+        ref_td.set(action_key, action.clone())
+        fast_out, fast_td = fast.step_and_maybe_reset(fast_td)
+        ref_out, ref_td = ref.step_and_maybe_reset(ref_td)
+        _assert_td_equal(fast_out, ref_out)
+        # The carried action differs only where a world restarted: EnvBase's reset pads it with 0 there.
+        done = fast_out["next", "done"].squeeze(-1)
+        assert torch.equal(fast_td[action_key], action)
+        assert torch.equal(ref_td[action_key][~done], action[~done]) and (ref_td[action_key][done] == 0).all()
+        _assert_td_equal(fast_td.exclude(action_key), ref_td.exclude(action_key))
+        # EnvBase's partial reset found every ended world already restarted: the sims stay twins.
+        assert torch.equal(fast_sim.tensor("world", "episode"), ref_sim.tensor("world", "episode"))
+        ended += int(fast_out["next", "done"].sum())
+    assert ended > 0
+
+
+def test_torchrl_collector_on_the_fast_path_matches_the_sim():
+    """TorchRL's Collector (step_and_maybe_reset every step): its batch is the sim's own trajectory."""
+    pytest.importorskip("torchrl")
+    from torchrl.collectors import Collector
+
+    from ecs.adapters.torchrl import TorchRLEnv
+
+    sim = ecs.BatchSim(envs.make("cartpole"), num_worlds=4, device="cpu", seed=6)
+    env = TorchRLEnv(sim)
+    collector = Collector(env, policy=None, frames_per_batch=4 * 30, total_frames=4 * 60)
+    episodes_before = sim.tensor("world", "episode").clone()
+    ended = 0
+    for batch in collector:
+        assert batch.batch_size == (4, 30)
+        done = batch["next", "done"].squeeze(-1)
+        # Next observations continue into the following step's observation, except where an episode ended.
+        cont = ~done[:, :-1]
+        assert torch.equal(batch["next", "state"][:, :-1][cont], batch["state"][:, 1:][cont])
+        # The step after an end starts from a fresh state; the rewards are cartpole's +1.
+        assert (batch["state"][:, 1:][done[:, :-1]].abs() <= 0.05).all()
+        assert (batch["next", "reward"] == 1).all()
+        ended += int(done.sum())
+    collector.shutdown()
+    # Every restart was the engine's own (one per ended episode): no extra reset-graph replays.
+    assert int((sim.tensor("world", "episode") - episodes_before).sum()) == ended > 0
+
+
+def test_torchrl_agents_group_has_flags_and_feature_axes_for_gae():
+    """Hide-and-seek as TorchRL's multi-agent recipes expect: flags in the group, active with a feature axis."""
+    pytest.importorskip("torchrl")
+    from tensordict.nn import TensorDictModule
+    from torchrl.envs.utils import check_env_specs
+    from torchrl.objectives.value import GAE
+
+    from ecs.adapters.torchrl import TorchRLEnv
+
+    sim = ecs.BatchSim(envs.make("hide_and_seek"), num_worlds=2, device="cpu", seed=1)
+    env = TorchRLEnv(sim)
+    A = sim.env.num_agents
+    check_env_specs(env, seed=0)
+    assert env.full_observation_spec["agents", "active"].shape == (2, A, 1)
+    for flag in ("done", "terminated", "truncated"):
+        assert env.full_done_spec["agents", flag].shape == (2, A, 1)
+    assert ("agents", "done") in env.done_keys
+    td = env.rollout(6, break_when_any_done=False)
+    assert torch.equal(td["next", "agents", "active"][:, -1, :, 0], sim.obs["active"])
+    assert torch.equal(td["next", "agents", "done"], td["next", "done"].unsqueeze(-2).expand(2, 6, A, 1))
+    critic = TensorDictModule(torch.nn.Linear(11, 1), in_keys=[("agents", "self")], out_keys=[("agents", "value")])
+    gae = GAE(gamma=0.99, lmbda=0.95, value_network=critic)
+    gae.set_keys(
+        reward=("agents", "reward"),
+        done=("agents", "done"),
+        terminated=("agents", "terminated"),
+        value=("agents", "value"),
+        advantage=("agents", "advantage"),
+        value_target=("agents", "value_target"),
+    )
+    with torch.no_grad():
+        gae(td)
+    assert td["agents", "advantage"].shape == (2, 6, A, 1)
+    assert torch.isfinite(td["agents", "advantage"]).all()
+
+
+def test_torchrl_agent_level_reset_key_restarts_the_world(duel_sim):
+    pytest.importorskip("torchrl")
+    from tensordict import TensorDict
+
+    from ecs.adapters.torchrl import TorchRLEnv
+
+    env = TorchRLEnv(duel_sim)
+    env.reset()
+    before = duel_sim.tensor("world", "episode").clone()
+    agent_reset = torch.zeros(5, 2, 1, dtype=torch.bool)
+    agent_reset[3, 1] = True
+    td = TensorDict({"agents": TensorDict({"_reset": agent_reset}, [5, 2])}, [5])
+    env.reset(td)
+    assert (duel_sim.tensor("world", "episode") - before).tolist() == [0, 0, 0, 1, 0]
+
+
 # -- PettingZoo -------------------------------------------------------------------------------
 
 
@@ -379,6 +559,30 @@ def test_pettingzoo_view_reads_its_world(duel_sim):
     assert env.observation_space("agent_0") == gym.spaces.Dict(
         {"move_mask": gym.spaces.Box(0, 1, (3,), bool), "sight": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)}
     )
+
+
+def test_pettingzoo_lists_only_the_agent_slots_in_use():
+    pytest.importorskip("pettingzoo")
+    from pettingzoo.test import parallel_api_test
+
+    from ecs.adapters.pettingzoo import PettingZooWorld
+
+    sim = ecs.BatchSim(envs.make("hide_and_seek"), num_worlds=2, device="cpu", seed=0)
+    env = PettingZooWorld(sim, world=0)
+    assert env.render_mode is None and len(env.possible_agents) == 6
+    obs, infos = env.reset()  # draws a new level for world 0
+    active = sim.obs["active"][0] != 0
+    assert not active.all()  # this seed's level uses fewer than six slots
+    in_use = [f"agent_{i}" for i in range(6) if active[i]]
+    assert env.agents == in_use and sorted(obs) == sorted(in_use) and sorted(infos) == sorted(in_use)
+    idle = next(a for a in env.possible_agents if a not in in_use)
+    with pytest.raises(ecs.EcsError, match="not in use"):
+        env.step({idle: env.action_space(idle).sample()})
+    _obs, rewards, *_ = env.step({a: env.action_space(a).sample() for a in env.agents})
+    assert sorted(rewards) == sorted(in_use)
+    parallel_api_test(env, num_cycles=40)
+    with pytest.raises(ecs.EcsError, match="render_mode=None"):
+        PettingZooWorld(sim, render_mode="rgb_array")
 
 
 # -- EpisodeStats ------------------------------------------------------------------------------

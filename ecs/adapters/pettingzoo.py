@@ -16,6 +16,13 @@ to train.
 When the world's episode ends, the returned observations are its last ones (``sim.final_obs``)
 and ``agents`` becomes empty until ``reset()``, as PettingZoo expects (the engine has already
 begun the next episode; ``reset()`` restarts the world again).
+
+Padded agent slots: an env whose levels use a varying number of agents marks the slots in use
+with a per-agent observation (hide-and-seek's ``active``, ``[num_worlds, A]``, nonzero where in
+use). ``possible_agents`` lists every slot; ``agents`` lists only the slots in use in this
+world's episode (read at ``reset()``), and an action for another slot is refused.
+
+There is no renderer in the engine: ``render_mode`` must be None (``render()`` returns None).
 """
 
 from __future__ import annotations
@@ -50,11 +57,22 @@ class PettingZooWorld(ParallelEnv):
     Args:
         sim: the simulation (single- or multi-agent).
         world: index of the world shown, in ``[0, sim.num_worlds)``.
+        render_mode: must be None (the engine has no renderer).
+        active_key: the per-agent observation that marks the agent slots in use (``[num_worlds, A]``,
+            nonzero where in use); ignored when the env has no such observation. None lists every slot.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": [], "is_parallelizable": True}
 
-    def __init__(self, sim: BatchSim, *, world: int = 0) -> None:
+    def __init__(
+        self, sim: BatchSim, *, world: int = 0, render_mode: str | None = None, active_key: str | None = "active"
+    ) -> None:
+        if render_mode is not None:
+            raise EcsError(
+                f"PettingZooWorld has no renderer (render_mode={render_mode!r}); pass render_mode=None and draw "
+                "frames from sim.tensor(...) yourself (examples/hide_and_seek_demo.py renders hide-and-seek)"
+            )
+        self.render_mode = None
         if not isinstance(sim, BatchSim):
             raise EcsError(f"PettingZooWorld needs an ecs.BatchSim, got {type(sim).__name__}")
         if not 0 <= world < sim.num_worlds:
@@ -79,6 +97,8 @@ class PettingZooWorld(ParallelEnv):
                     f"action {k!r} of multi-agent env {sim.env.name!r} has shape {tuple(sim.actions[k].shape)}; "
                     f"PettingZooWorld expects [num_worlds, num_agents={A}, ...]"
                 )
+        active = sim.obs.get(active_key) if (self._multi and active_key is not None) else None
+        self._active = active if active is not None and tuple(active.shape) == (sim.num_worlds, A) else None
         obs_spaces = {k: _per_agent_space(s) if self._obs_split[k] else s for k, s in obs_space.spaces.items()}
         act_spaces = {k: _per_agent_space(s) if self._multi else s for k, s in act_space.spaces.items()}
         one_obs = next(iter(obs_spaces.values())) if len(obs_spaces) == 1 else spaces.Dict(obs_spaces)
@@ -110,6 +130,11 @@ class PettingZooWorld(ParallelEnv):
         unknown = sorted(set(actions) - set(self.possible_agents))
         if unknown:
             raise EcsError(f"actions for unknown agents {unknown}; agents: {self.possible_agents}")
+        idle = sorted(set(actions) - set(self.agents))
+        if idle:
+            raise EcsError(
+                f"actions for agents {idle}, whose slots are not in use in this episode; agents: {self.agents}"
+            )
         for agent, action in actions.items():
             i = int(agent.rsplit("_", 1)[1])
             per_key = action if isinstance(action, dict) else {self._act_keys[0]: action}
@@ -132,8 +157,13 @@ class PettingZooWorld(ParallelEnv):
             mask = torch.zeros(self.sim.num_worlds, dtype=torch.bool)
             mask[self.world] = True
             self.sim.reset(mask)
-        self.agents = self.possible_agents[:]
-        return self._observations(self.sim.obs), {a: {} for a in self.agents}
+        if self._active is None:
+            self.agents = self.possible_agents[:]
+        else:
+            in_use = (self._active[self.world] != 0).tolist()
+            self.agents = [a for a, used in zip(self.possible_agents, in_use, strict=True) if used]
+        obs = self._observations(self.sim.obs)
+        return {a: obs[a] for a in self.agents}, {a: {} for a in self.agents}
 
     def step(self, actions: dict[str, Any]):
         if not self.agents:
