@@ -8,6 +8,7 @@ between them may run in any order; ``order(seed)`` draws such an order to expose
 
 from __future__ import annotations
 
+import ast
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -168,6 +169,8 @@ class TaskGraph:
         if system.is_func:
             kernel, dim = self._generate(system, device_is_cpu, where)
         else:
+            if system.phase == Phase.RESET:
+                _check_reset_gate(system, where)
             kernel, dim = system.fn, system.dim or ("entity" if query else "world")
         tasks = []
         for arch in matches:
@@ -395,3 +398,63 @@ def _check_array(where: str, param: str, ptype: Any, dtype: Any, ndim: int) -> N
             f"{where}: parameter {param!r} has dtype {wp.types.type_repr(ptype.dtype)}, "
             f"but the column holds {wp.types.type_repr(dtype)}"
         )
+
+
+_GATE_FIX = (
+    "A raw RESET kernel is launched for every world, also for worlds that are not being reset. Declare "
+    "`world_reset_in: wp.array(dtype=wp.int32)` and begin the kernel with\n"
+    "    world = wp.tid()\n"
+    "    if world_reset_in[world] == 0:\n"
+    "        return\n"
+    "or write the system as a @wp.func, which the engine gates itself"
+)
+
+
+def _check_reset_gate(system: System, where: str) -> None:
+    """Refuses a raw RESET kernel that does not return at once for worlds that are not being reset.
+
+    Accepted: after the docstring and ``... = wp.tid()``, either ``if world_reset_in[...] == 0: return``
+    or one ``if world_reset_in[...] != 0:`` holding the rest of the body.
+    """
+    if "world_reset_in" not in system.param_types:
+        raise GraphError(
+            f"{where}: a raw RESET kernel needs a world_reset_in parameter to skip other worlds. {_GATE_FIX}"
+        )
+    tree = system.fn.adj.tree
+    fdef = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
+    body = list(fdef.body) if fdef is not None else []
+    while body and (_is_docstring(body[0]) or _is_tid(body[0])):
+        body.pop(0)
+    if body and isinstance(body[0], ast.If) and not body[0].orelse:
+        gate = _reset_test(body[0].test)
+        if gate == "==" and len(body[0].body) == 1 and isinstance(body[0].body[0], ast.Return):
+            return
+        if gate == "!=" and len(body) == 1:
+            return
+    line = f" (line {body[0].lineno} of the kernel)" if body else ""
+    raise GraphError(f"{where}: the kernel does not begin with the reset gate{line}. {_GATE_FIX}")
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _is_tid(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+        return False
+    f = node.value.func
+    return isinstance(f, ast.Attribute) and f.attr == "tid" and isinstance(f.value, ast.Name) and f.value.id == "wp"
+
+
+def _reset_test(test: ast.expr) -> str | None:
+    """ "==" for ``world_reset_in[...] == 0``, "!=" for ``world_reset_in[...] != 0``, else None."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    if not (isinstance(left, ast.Subscript) and isinstance(left.value, ast.Name) and left.value.id == "world_reset_in"):
+        return None
+    if not (isinstance(right, ast.Constant) and right.value == 0 and not isinstance(right.value, bool)):
+        return None
+    return {ast.Eq: "==", ast.NotEq: "!="}.get(type(test.ops[0]))
