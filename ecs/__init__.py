@@ -22,13 +22,16 @@ from .errors import (
 from .funcs import (
     NULL_HANDLE,
     despawn,
+    despawn_view,
     handle_archetype,
     handle_generation,
     handle_row,
     is_live,
+    is_live_view,
     make_handle,
     per_world,
     spawn,
+    spawn_view,
 )
 from .graph import TaskGraph
 from .schema import Action, Archetype, Component, EnvSpec, Observation, Param, Phase, component
@@ -60,15 +63,18 @@ __all__ = [
     "TaskGraph",
     "component",
     "despawn",
+    "despawn_view",
     "distributed",
     "funcs",
     "handle_archetype",
     "handle_generation",
     "handle_row",
     "is_live",
+    "is_live_view",
     "load_config",
     "make_handle",
     "per_world",
     "spawn",
+    "spawn_view",
     "system",
 ]

@@ -177,6 +177,16 @@ class TaskGraph:
             name = system.name if arch is None or len(matches) == 1 else f"{system.name}[{arch.name}]"
             task = Task(system, name, kernel, arch.name if arch is not None else None, [], dim=dim)
             self._bind_params(task, kernel, arch, where)
+            if system.is_func and system.is_entity_wise:
+                for a in system.accesses:
+                    key = ("column", a.archetype, a.name)
+                    if a.kind == AccessKind.QUALIFIED and key in task.writes:
+                        raise GraphError(
+                            f"{where}: parameter {a.param!r} reads rows of {a.archetype!r} that this per-entity "
+                            f"system writes ({a.name!r}) in other threads of the same world, so a row would see "
+                            "its neighbours before or after their update depending on the schedule. Read it in an "
+                            "earlier system, or write a per-world @wp.func system that loops over the rows"
+                        )
             tasks.append(task)
         return tasks
 
@@ -235,63 +245,49 @@ class TaskGraph:
 
     def _generate(self, system: System, device_is_cpu: bool, where: str) -> tuple[wp.Kernel, str]:
         layout = self.layout
-        fn = system.fn
         entity = system.is_entity_wise
-        ns: dict[str, Any] = {"F": fn}
+        ns: dict[str, Any] = {"F": system.fn}
         params: list[str] = []
         call: list[str] = []
         outs: list[str] = []
-        names = set(system.param_types)
-        for pname, ptype in system.param_types.items():
-            a = parse_param(pname)
-            if a.kind == AccessKind.QUALIFIED:
-                raise GraphError(
-                    f"{where}: a @wp.func system cannot name another archetype ({pname!r}); use a raw kernel"
-                )
-            if a.kind == AccessKind.COLUMN:
-                comp = layout.component(a.name) or Component(a.name, wp.int32)
-                if comp.shape:
-                    raise GraphError(
-                        f"{where}: {pname!r} has shape {comp.shape}; a @wp.func system takes unshaped components"
-                    )
-                params.append(f"{pname}: wp.array(dtype={type_expr(comp.dtype, ns)}, ndim=2)")
-                call.append(f"{pname}[world, row]")
-            elif a.kind == AccessKind.SINGLETON:
-                comp = layout.singletons.get(a.name)
-                if comp is None:
-                    raise GraphError(
-                        f"{where}: parameter {pname!r} names no singleton {a.name!r}. Singletons: {sorted(layout.singletons)}"
-                    )
-                if comp.shape:
-                    raise GraphError(
-                        f"{where}: {pname!r} has shape {comp.shape}; a @wp.func system takes unshaped singletons"
-                    )
-                params.append(f"{pname}: wp.array(dtype={type_expr(comp.dtype, ns)}, ndim=1)")
-                call.append(f"{pname}[world]")
-            elif pname == "world" or (pname == "row" and entity):
-                call.append(pname)
+        worlds = None  # an array with a world axis: its first dimension counts the worlds
+        fparams = func_params(system, layout, where)
+        for fp in fparams:
+            if fp.kind in ("world", "row"):
+                call.append(fp.name)
                 continue
-            elif pname in layout.params:
-                p = layout.params[pname]
-                params.append(f"{pname}: wp.array(dtype={type_expr(p.dtype, ns)}, ndim=1)")
-                call.append(f"{pname}[world % {pname}.shape[0]]")
+            if fp.kind in ("column", "qualified", "singleton"):
+                ndim = {"column": 2, "qualified": 2, "singleton": 1}[fp.kind] + len(fp.comp.shape)
+                params.append(f"{fp.name}: wp.array(dtype={type_expr(fp.comp.dtype, ns)}, ndim={ndim})")
+                call.append(f"{fp.name}[world, row]" if fp.kind == "column" else f"{fp.name}[world]")
+                if fp.kind != "column" and worlds is None:
+                    worlds = fp.name
+            elif fp.kind == "overflow":
+                params.append(f"{fp.name}: wp.array(dtype=wp.int32, ndim=1)")
+                call.append(fp.name)
+            elif fp.kind == "param":
+                p = layout.params[fp.name]
+                params.append(f"{fp.name}: wp.array(dtype={type_expr(p.dtype, ns)}, ndim=1)")
+                call.append(f"{fp.name}[world % {fp.name}.shape[0]]")
             else:
-                params.append(f"{pname}: {type_expr(ptype, ns)}")
-                call.append(pname)
-            if a.write:
-                outs.append(pname)
-        if not outs:
-            raise GraphError(
-                f"{where}: a @wp.func system must have at least one _out parameter and return its new value"
-            )
+                params.append(f"{fp.name}: {type_expr(fp.type, ns)}")
+                call.append(fp.name)
+            if fp.returned:
+                outs.append(fp.name)
+        names = set(system.param_types)
         if entity and "alive_in" not in names:
             params.append("alive_in: wp.array(dtype=wp.int32, ndim=2)")
         reset = system.phase == Phase.RESET
         if reset and "world_reset_in" not in names:
             params.append("world_reset_in: wp.array(dtype=wp.int32, ndim=1)")
+        if worlds is None:
+            worlds = "world_reset_in" if reset else "alive_in"
         index = "[world, row]" if entity else "[world]"
-        lhs = ", ".join(f"r{i}" for i in range(len(outs)))
-        body = [f"{lhs} = F({', '.join(call)})"] + [f"{o}{index} = r{i}" for i, o in enumerate(outs)]
+        if outs:
+            lhs = ", ".join(f"r{i}" for i in range(len(outs)))
+            body = [f"{lhs} = F({', '.join(call)})"] + [f"{o}{index} = r{i}" for i, o in enumerate(outs)]
+        else:
+            body = [f"F({', '.join(call)})"]
         kname = f"sys_{system.name}" + ("_cpu" if device_is_cpu else "")
         lines = [f"def {kname}(", *(f"    {p}," for p in params), "):"]
         # Nested guards, innermost last: (condition or None, loop header or None).
@@ -299,8 +295,7 @@ class TaskGraph:
         if device_is_cpu:
             # One thread loops over all worlds: a CPU launch is serial anyway, and each thread
             # pays for copying the argument struct.
-            worlds = "alive_in" if entity else next(o for o in outs if o.startswith("world_"))
-            guards.append(f"for world in range({worlds}.shape[0]):")
+            guards.append(f"for world in range({'alive_in' if entity else worlds}.shape[0]):")
         elif entity:
             lines.append("    world, row = wp.tid()")
         else:
@@ -372,6 +367,105 @@ class TaskGraph:
                 if t.writes:
                     lines.append(f"        writes: {', '.join(sorted(_key_str(k) for k in t.writes))}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class FuncParam:
+    """How one parameter of a ``@wp.func`` system is passed.
+
+    ``kind``: "column" (the query's own row: a value, or a view ``[*shape]`` for a shaped
+    component), "qualified" (a named archetype's column in this world: a view ``[capacity,
+    *shape]``), "overflow" (a named archetype's spawn-overflow counter, for ``ecs.spawn_view``),
+    "singleton" (a value, or a view ``[*shape]`` for a shaped singleton), "world", "row", "param"
+    (the world's value) or "resource" (a scalar).
+    """
+
+    name: str
+    kind: str
+    type: Any
+    write: bool = False
+    comp: Component | None = None
+    archetype: str | None = None
+
+    @property
+    def view(self) -> bool:
+        """Passed as an array view (written in place) rather than as a value."""
+        if self.kind in ("qualified", "overflow"):
+            return True
+        return self.kind in ("column", "singleton") and bool(self.comp.shape)
+
+    @property
+    def returned(self) -> bool:
+        """An ``_out`` value: the function returns its new value."""
+        return self.write and not self.view
+
+
+def func_params(system: System, layout: Layout, where: str) -> list[FuncParam]:
+    """Classifies and checks the parameters of a ``@wp.func`` system (see ``ecs.systems``)."""
+    entity = system.is_entity_wise
+    out: list[FuncParam] = []
+    for pname, ptype in system.param_types.items():
+        a = parse_param(pname)
+        if a.kind == AccessKind.COLUMN:
+            comp = layout.component(a.name) or layout.column(None, a.name)
+            fp = FuncParam(pname, "column", ptype, a.write, comp)
+        elif a.kind == AccessKind.QUALIFIED:
+            if a.write and entity:
+                raise GraphError(
+                    f"{where}: a per-entity @wp.func system may not write another archetype's column ({pname!r}): "
+                    "the threads of one world would race. Write it from a per-world @wp.func system (one without "
+                    "unqualified component parameters) or a raw kernel"
+                )
+            if a.name == "overflow":
+                fp = FuncParam(pname, "overflow", ptype, a.write, archetype=a.archetype)
+            else:
+                comp = layout.column(layout.archetypes[a.archetype], a.name)
+                fp = FuncParam(pname, "qualified", ptype, a.write, comp, a.archetype)
+        elif a.kind == AccessKind.SINGLETON:
+            fp = FuncParam(pname, "singleton", ptype, a.write, layout.singletons[a.name])
+        elif pname in ("world", "row"):
+            if pname == "row" and not entity:
+                raise GraphError(
+                    f"{where}: parameter 'row' is given to per-entity systems only (those with unqualified "
+                    "component parameters); a per-world system loops over the rows of its archetype views itself"
+                )
+            if ptype not in (int, wp.int32):
+                raise GraphError(f"{where}: parameter {pname!r} is an index: annotate it wp.int32")
+            fp = FuncParam(pname, pname, ptype)
+        elif pname in layout.params:
+            fp = FuncParam(pname, "param", ptype)
+        else:
+            fp = FuncParam(pname, "resource", ptype)
+        if fp.view:
+            ndim = 1 if fp.kind == "overflow" else len(fp.comp.shape) + (1 if fp.kind == "qualified" else 0)
+            dtype = wp.int32 if fp.kind == "overflow" else fp.comp.dtype
+            what = {
+                "overflow": "the archetype's overflow counter",
+                "qualified": "a view of the archetype's rows in this world",
+                "column": "a view of this row's shaped component",
+                "singleton": "a view of this world's shaped singleton",
+            }[fp.kind]
+            if (
+                not wp.types.is_array(ptype)
+                or ptype.ndim != ndim
+                or (ptype.dtype is not Any and not wp.types.types_equal(ptype.dtype, dtype))
+            ):
+                raise GraphError(
+                    f"{where}: parameter {pname!r} is {what}: annotate it "
+                    f"wp.array(dtype={wp.types.type_repr(dtype)}, ndim={ndim}), not {wp.types.type_repr(ptype)}"
+                )
+        elif fp.kind in ("column", "singleton") and wp.types.is_array(ptype):
+            raise GraphError(
+                f"{where}: parameter {pname!r} is passed by value to a @wp.func system: annotate it "
+                f"{wp.types.type_repr(fp.comp.dtype)}, not an array"
+            )
+        out.append(fp)
+    if not any(fp.write for fp in out):
+        raise GraphError(
+            f"{where}: a @wp.func system must have at least one _out parameter (and return the new value of each "
+            "unshaped one, in order)"
+        )
+    return out
 
 
 _MISSING = object()

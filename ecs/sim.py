@@ -495,6 +495,8 @@ class BatchSim:
                 inputs.append(self.singletons[source[1]][part])
             elif kind == "column":
                 inputs.append(self.tables[source[1]][source[2]][part])
+            elif kind == "overflow":
+                inputs.append(self.overflow[source[1]])
             elif kind == "param":
                 inputs.append(self._params[source[1]])
             elif kind == "value":

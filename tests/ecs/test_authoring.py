@@ -6,6 +6,7 @@ import torch
 import warp as wp
 
 import ecs
+from tests.ecs.test_fusion import _assert_same, _snapshot
 
 wp.set_module_options({"enable_backward": False})
 
@@ -132,3 +133,375 @@ def test_ungated_raw_reset_kernel_is_refused(kernel, where):
     msg = str(info.value)
     assert kernel.key in msg and "(RESET)" in msg and where in msg
     assert "if world_reset_in[world] == 0:" in msg and "return" in msg  # the fix, spelt out
+
+
+# -- @wp.func systems with shaped singletons, indices, views of other archetypes and spawning ----
+#
+# A predator-prey toy: two hunters (one row each, steered by a per-agent action) chase prey that
+# spawn at random, flee from the nearest hunter, and are despawned when caught; each hunter is
+# rewarded per catch. Every system is a @wp.func, so the env fuses.
+
+N_HUNTERS = 2
+
+
+@ecs.component
+class HunterPos:
+    """Hunter position [m]."""
+
+    value: wp.vec2
+
+
+@ecs.component
+class PreyPos:
+    """Prey position [m]."""
+
+    value: wp.vec2
+
+
+@ecs.component
+class PreyVel:
+    """Prey velocity [m/step]."""
+
+    value: wp.vec2
+
+
+@ecs.component(singleton=True, shape=(N_HUNTERS,))
+class Steer:
+    """Action: 0 stay, 1 +x, 2 -x, 3 +y, 4 -y, per hunter."""
+
+    value: wp.int32
+
+
+@ecs.component(singleton=True, shape=(N_HUNTERS, 2))
+class Sight:
+    """Observation: per hunter, (dx, dy, live prey count) of the nearest prey, and its own position."""
+
+    value: wp.vec3
+
+
+@ecs.component(singleton=True)
+class Caught:
+    """Prey caught this episode."""
+
+    value: wp.int32
+
+
+@wp.func
+def steer_hunter(
+    world: wp.int32, row: wp.int32, speed: float, world_steer_in: wp.array(dtype=wp.int32), hunter_pos_out: wp.vec2
+):
+    a = world_steer_in[row]
+    d = wp.vec2(0.0, 0.0)
+    if a == 1:
+        d = wp.vec2(speed, 0.0)
+    elif a == 2:
+        d = wp.vec2(-speed, 0.0)
+    elif a == 3:
+        d = wp.vec2(0.0, speed)
+    elif a == 4:
+        d = wp.vec2(0.0, -speed)
+    # The world index enters the dynamics, so a wrong index would show.
+    return hunter_pos_out + d * (1.0 + 0.125 * float(world % 3))
+
+
+@wp.func
+def flee_prey(
+    hunter__alive_in: wp.array(dtype=wp.int32),
+    hunter__hunter_pos_in: wp.array(dtype=wp.vec2),
+    prey_pos_in: wp.vec2,
+    prey_vel_out: wp.vec2,
+):
+    """Per prey row: away from the nearest hunter, read through the hunters' view."""
+    best = wp.float32(1.0e9)
+    away = wp.vec2(0.0, 0.0)
+    for h in range(hunter__alive_in.shape[0]):
+        if hunter__alive_in[h] != 0:
+            d = prey_pos_in - hunter__hunter_pos_in[h]
+            dist = wp.length_sq(d)
+            if dist < best:
+                best = dist
+                away = d
+    return prey_vel_out * 0.5 + wp.normalize(away) * 0.25
+
+
+@wp.func
+def move_prey(prey_vel_in: wp.vec2, prey_pos_out: wp.vec2):
+    return prey_pos_out + prey_vel_in
+
+
+@wp.func
+def spawn_prey(
+    world: wp.int32,
+    spawn_prob: float,
+    world_rng_out: wp.uint32,
+    prey__alive_out: wp.array(dtype=wp.int32),
+    prey__generation_out: wp.array(dtype=wp.int32),
+    prey__overflow_out: wp.array(dtype=wp.int32),
+    prey__prey_pos_out: wp.array(dtype=wp.vec2),
+    prey__prey_vel_out: wp.array(dtype=wp.vec2),
+):
+    state = world_rng_out
+    roll = wp.randf(state)
+    at = wp.vec2(wp.randf(state, -4.0, 4.0), wp.randf(state, -4.0, 4.0))
+    free = wp.int32(0)
+    for r in range(prey__alive_out.shape[0]):
+        if prey__alive_out[r] == 0:
+            free += 1
+    if roll < spawn_prob and free > 0:
+        row = ecs.spawn_view(prey__alive_out, prey__generation_out, prey__overflow_out, world)
+        prey__prey_pos_out[row] = at
+        prey__prey_vel_out[row] = wp.vec2(0.0, 0.0)
+    return state
+
+
+@wp.func
+def catch_prey(
+    reach: float,
+    hunter__alive_in: wp.array(dtype=wp.int32),
+    hunter__hunter_pos_in: wp.array(dtype=wp.vec2),
+    prey__prey_pos_in: wp.array(dtype=wp.vec2),
+    prey__alive_out: wp.array(dtype=wp.int32),
+    world_reward_out: wp.array(dtype=wp.float32),
+    world_caught_out: wp.int32,
+):
+    """Each hunter in turn despawns the live prey within reach, +1 reward per prey."""
+    caught = world_caught_out
+    for h in range(hunter__alive_in.shape[0]):
+        if hunter__alive_in[h] != 0:
+            for r in range(prey__alive_out.shape[0]):
+                if prey__alive_out[r] != 0:
+                    d = prey__prey_pos_in[r] - hunter__hunter_pos_in[h]
+                    if wp.length_sq(d) <= reach * reach:
+                        ecs.despawn_view(prey__alive_out, r)
+                        world_reward_out[h] = world_reward_out[h] + 1.0
+                        caught += 1
+    return caught
+
+
+@wp.func
+def judge_catches(world_caught_in: wp.int32, world_terminated_out: wp.bool):
+    return world_caught_in >= 4
+
+
+@wp.func
+def reset_hunt(
+    world: wp.int32,
+    world_rng_out: wp.uint32,
+    world_caught_out: wp.int32,
+    prey__alive_out: wp.array(dtype=wp.int32),
+    hunter__alive_out: wp.array(dtype=wp.int32),
+    hunter__generation_out: wp.array(dtype=wp.int32),
+    hunter__overflow_out: wp.array(dtype=wp.int32),
+    hunter__hunter_pos_out: wp.array(dtype=wp.vec2),
+):
+    for r in range(prey__alive_out.shape[0]):
+        ecs.despawn_view(prey__alive_out, r)
+    state = world_rng_out
+    for h in range(hunter__alive_out.shape[0]):
+        if hunter__alive_out[h] == 0:  # the first reset spawns the hunters, which then live on
+            ecs.spawn_view(hunter__alive_out, hunter__generation_out, hunter__overflow_out, world)
+        hunter__hunter_pos_out[h] = wp.vec2(wp.randf(state, -4.0, 4.0), wp.randf(state, -4.0, 4.0))
+    return state, 0
+
+
+@wp.func
+def observe_hunt(
+    hunter__hunter_pos_in: wp.array(dtype=wp.vec2),
+    prey__alive_in: wp.array(dtype=wp.int32),
+    prey__prey_pos_in: wp.array(dtype=wp.vec2),
+    world_sight_out: wp.array(dtype=wp.vec3, ndim=2),
+):
+    for h in range(world_sight_out.shape[0]):
+        p = hunter__hunter_pos_in[h]
+        best = wp.float32(1.0e9)
+        near = wp.vec2(0.0, 0.0)
+        count = wp.float32(0.0)
+        for r in range(prey__alive_in.shape[0]):
+            if prey__alive_in[r] != 0:
+                count += 1.0
+                d = prey__prey_pos_in[r] - p
+                if wp.length_sq(d) < best:
+                    best = wp.length_sq(d)
+                    near = d
+        world_sight_out[h, 0] = wp.vec3(near[0], near[1], count)
+        world_sight_out[h, 1] = wp.vec3(p[0], p[1], 0.0)
+
+
+def hunt_env(max_episode_steps: int = 12) -> ecs.EnvSpec:
+    return ecs.EnvSpec(
+        name="authoring_hunt",
+        config=None,
+        archetypes=[
+            ecs.Archetype("hunter", (HunterPos,), capacity=N_HUNTERS),
+            ecs.Archetype("prey", (PreyPos, PreyVel), capacity=5),
+        ],
+        singletons=[Steer, Sight, Caught],
+        systems=[
+            ecs.System(steer_hunter, ecs.Phase.ACT),
+            ecs.System(spawn_prey, ecs.Phase.ACT),
+            ecs.System(flee_prey, ecs.Phase.ACT),
+            ecs.System(move_prey, ecs.Phase.PHYSICS),
+            ecs.System(catch_prey, ecs.Phase.COLLIDE),
+            ecs.System(judge_catches, ecs.Phase.REWARD),
+            ecs.System(reset_hunt, ecs.Phase.RESET),
+            ecs.System(observe_hunt, ecs.Phase.OBSERVE),
+        ],
+        actions={"steer": ecs.Action(Steer, low=0, high=4)},
+        observations={"sight": ecs.Observation(Sight)},
+        num_agents=N_HUNTERS,
+        max_episode_steps=max_episode_steps,
+        resources={"speed": 0.5, "reach": 2.0, "spawn_prob": 0.6},
+    )
+
+
+def _random_actions(sim: ecs.BatchSim, steps: int, seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {"steer": torch.randint(0, 5, (steps, sim.num_worlds, N_HUNTERS), generator=g, dtype=torch.int32)}
+
+
+def _hunt_pair(n: int, **kwargs) -> tuple[ecs.BatchSim, ecs.BatchSim]:
+    fused = ecs.BatchSim(hunt_env(), n, device="cpu", fuse=True, **kwargs)
+    plain = ecs.BatchSim(hunt_env(), n, device="cpu", fuse=False)
+    assert fused.fused and not plain.fused
+    return fused, plain
+
+
+def test_func_systems_with_views_indices_and_spawning_fuse_bit_identically():
+    """Shaped action, observation and reward, world and row indices, views of another archetype,
+    spawn and despawn: fused steps equal unfused ones over episodes that end and reset."""
+    fused, plain = _hunt_pair(19)
+    actions = _random_actions(plain, 60, seed=21)
+    ended = terminated = caught = spawned = 0
+    for i in range(60):
+        for sim in (fused, plain):
+            sim.step({"steer": actions["steer"][i]})
+        _assert_same(_snapshot(fused), _snapshot(plain))
+        ended += int(plain.terminated.sum() + plain.truncated.sum())
+        terminated += int(plain.terminated.sum())
+        caught += int(plain.rewards.sum())
+        spawned = max(spawned, int(plain.tensor("prey", "generation").sum()))
+    assert terminated > 2 and ended > 40 and caught > 20 and spawned > 50
+    assert plain.rewards.shape == (19, N_HUNTERS) and plain.obs["sight"].shape == (19, N_HUNTERS, 2, 3)
+
+
+def test_func_systems_with_views_fuse_in_k_step_runs():
+    fused, plain = _hunt_pair(11)
+    actions = _random_actions(plain, 50, seed=22)
+    fused.run(30, {"steer": actions["steer"][:30]})
+    for i in range(30):
+        plain.step({"steer": actions["steer"][i]})
+    _assert_same(_snapshot(fused), _snapshot(plain))
+    fused.run(20)  # held actions
+    for _ in range(20):
+        plain.step()
+    _assert_same(_snapshot(fused), _snapshot(plain))
+
+
+def test_func_systems_with_views_on_cpu_threads_and_in_cuda_form(monkeypatch):
+    threaded, plain = _hunt_pair(23, cpu_threads=3)
+    actions = _random_actions(plain, 40, seed=23)
+    threaded.run(40, {"steer": actions["steer"]})
+    for i in range(40):
+        plain.step({"steer": actions["steer"][i]})
+    _assert_same(_snapshot(threaded), _snapshot(plain))
+
+    from ecs import fusion
+    from ecs import sim as sim_module
+
+    monkeypatch.setattr(
+        sim_module, "build_fused", lambda *a, **k: fusion.build_fused(*a, **{**k, "device_is_cpu": False})
+    )
+    cuda_form, plain = _hunt_pair(9)
+    assert cuda_form._fused.dim is None  # a thread per world, K steps in registers
+    for i in range(15):
+        for sim in (cuda_form, plain):
+            sim.step({"steer": actions["steer"][i, :9]})
+    cuda_form.run(25, {"steer": actions["steer"][15:40, :9]})
+    for i in range(15, 40):
+        plain.step({"steer": actions["steer"][i, :9]})
+    _assert_same(_snapshot(cuda_form), _snapshot(plain))
+
+
+def test_spawn_and_despawn_from_func_systems_match_a_numpy_count():
+    """Prey spawned minus prey caught (and cleared by resets) is the number of live prey."""
+    sim = ecs.BatchSim(hunt_env(max_episode_steps=0), 6, device="cpu")
+    alive = sim.tensor("prey", "alive")
+    generation = sim.tensor("prey", "generation")
+    sim.actions["steer"].zero_()
+    for _ in range(25):
+        live_before = int(alive.sum())
+        spawns_before = int(generation.sum())
+        sim.step()
+        if bool(sim.terminated.any()):
+            break
+        spawned = int(generation.sum()) - spawns_before
+        caught = int(sim.rewards.sum())
+        assert int(alive.sum()) == live_before + spawned - caught
+        assert int(sim.tensor("world", "caught").sum()) >= caught
+    assert int(generation.sum()) > 0
+
+
+# -- what the graph refuses in @wp.func systems, and what fusion refuses ------------------------
+
+
+@wp.func
+def write_other_per_entity(prey_pos_in: wp.vec2, hunter__hunter_pos_out: wp.array(dtype=wp.vec2)):
+    hunter__hunter_pos_out[0] = prey_pos_in
+
+
+@wp.func
+def read_own_rows_while_writing(prey__prey_pos_in: wp.array(dtype=wp.vec2), prey_pos_out: wp.vec2):
+    return prey__prey_pos_in[0]
+
+
+@wp.func
+def row_in_per_world(row: wp.int32, world_caught_out: wp.int32):
+    return row
+
+
+@wp.func
+def view_as_value(prey__prey_pos_in: wp.vec2, world_caught_out: wp.int32):
+    return 0
+
+
+@wp.func
+def view_wrong_ndim(world_steer_in: wp.array(dtype=wp.int32, ndim=2), world_caught_out: wp.int32):
+    return 0
+
+
+@wp.func
+def value_as_array(world_caught_out: wp.array(dtype=wp.int32)):
+    world_caught_out[0] = 1
+
+
+@wp.kernel
+def raw_observe(world_caught_out: wp.array(dtype=wp.int32)):
+    world = wp.tid()
+    world_caught_out[world] = 0
+
+
+def _refused(fn, phase=ecs.Phase.PHYSICS) -> str:
+    env = hunt_env()
+    env.systems = [*env.systems, ecs.System(fn, phase)]
+    with pytest.raises(ecs.GraphError) as info:
+        ecs.BatchSim(env, 2, device="cpu")
+    return str(info.value)
+
+
+def test_func_system_refusals_name_the_fix():
+    msg = _refused(write_other_per_entity)
+    assert "per-entity @wp.func system may not write another archetype" in msg and "per-world" in msg
+    msg = _refused(read_own_rows_while_writing)
+    assert "'prey__prey_pos_in' reads rows of 'prey' that this per-entity system writes" in msg
+    assert "given to per-entity systems only" in _refused(row_in_per_world)
+    assert "annotate it wp.array(dtype=vec2f, ndim=1)" in _refused(view_as_value)
+    assert "annotate it wp.array(dtype=int32, ndim=1)" in _refused(view_wrong_ndim)
+    assert "passed by value" in _refused(value_as_array)
+
+
+def test_why_not_fusable_names_the_raw_kernel():
+    env = hunt_env()
+    env.systems = [*env.systems, ecs.System(raw_observe, ecs.Phase.OBSERVE)]
+    with pytest.raises(ecs.EcsError, match=r"cannot be fused: system 'raw_observe' is a raw kernel"):
+        ecs.BatchSim(env, 2, device="cpu", fuse=True)
+    assert not ecs.BatchSim(env, 2, device="cpu").fused  # fuse=None falls back to the captured graph
