@@ -36,7 +36,7 @@ from .funcs import (
 from .graph import TaskGraph
 from .schema import Action, Archetype, Component, EnvSpec, Observation, Param, Phase, component
 from .sim import BatchSim
-from .systems import System, system
+from .systems import System, bundle, system
 
 __version__ = "0.1.0"
 
@@ -61,6 +61,7 @@ __all__ = [
     "StateDictError",
     "System",
     "TaskGraph",
+    "bundle",
     "component",
     "despawn",
     "despawn_view",

@@ -23,7 +23,7 @@ from .codegen import build_kernel, type_expr
 from .funcs import episode_rng, per_world
 from .graph import Layout, TaskGraph, func_params
 from .schema import EnvSpec, Phase
-from .systems import AccessKind
+from .systems import AccessKind, bundle_spec
 
 _BEFORE_RESET = (Phase.ACT, Phase.PHYSICS, Phase.COLLIDE, Phase.REWARD)
 _OBSERVE = (Phase.SENSE, Phase.OBSERVE)
@@ -241,7 +241,7 @@ class _Generator:
         system, layout = task.system, self.layout
         entity = system.is_entity_wise
         arch = task.archetype
-        args, outs = [], []
+        args, outs, pre = [], [], []
         for fp in func_params(system, layout, task.name):
             if fp.kind in ("column", "qualified"):
                 owner = arch if fp.kind == "column" else fp.archetype
@@ -256,6 +256,20 @@ class _Generator:
                 if fp.returned:
                     outs.append(expr)
                 self._count(owner, comp, fp.write)
+            elif fp.kind == "bundle":
+                var = f"b{self._temps}"
+                self._temps += 1
+                pre.append(f"{var} = {type_expr(fp.type, self.ns)}()")
+                for cname, _dtype, _shape in bundle_spec(fp.type).fields:
+                    comp = layout.column(layout.archetypes[fp.archetype], cname)
+                    col = self.param(
+                        f"c_{fp.archetype}__{cname}",
+                        ("column", fp.archetype, cname),
+                        f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim={2 + len(comp.shape)})",
+                    )
+                    pre.append(f"{var}.{cname} = {col}[world]")
+                    self._count(fp.archetype, comp, fp.write)
+                args.append(var)
             elif fp.kind == "overflow":
                 args.append(
                     self.param(f"o_{fp.archetype}", ("overflow", fp.archetype), "wp.array(dtype=wp.int32, ndim=1)")
@@ -288,14 +302,15 @@ class _Generator:
                 r = self.param(f"r_{fp.name}", ("value", fp.name, source[1]), type_expr(fp.type, self.ns))
                 args.append(r)
         fn = self.func(system.fn)
+        lines = list(pre)
         if outs:
             # Fresh temporaries per call: Warp refuses to rebind a name to another type.
             tmp = [f"t{self._temps + i}" for i in range(len(outs))]
             self._temps += len(outs)
-            lines = [f"{', '.join(tmp)} = {fn}({', '.join(args)})"]
+            lines += [f"{', '.join(tmp)} = {fn}({', '.join(args)})"]
             lines += [f"{o} = {t}" for o, t in zip(outs, tmp, strict=True)]
         else:
-            lines = [f"{fn}({', '.join(args)})"]
+            lines.append(f"{fn}({', '.join(args)})")
         if not entity:
             return lines
         alive = self.param(f"c_{arch}__alive", ("column", arch, "alive"), "wp.array(dtype=wp.int32, ndim=2)")

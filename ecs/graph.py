@@ -19,7 +19,7 @@ import warp as wp
 from .codegen import build_kernel, type_expr
 from .errors import GraphError
 from .schema import ENGINE_COLUMNS, Archetype, Component, Param, Phase
-from .systems import AccessKind, System, parse_param
+from .systems import Access, AccessKind, System, bundle_spec, parse_param
 
 Key = tuple[str, ...]
 
@@ -139,6 +139,8 @@ class TaskGraph:
                         f"{where}: parameter {a.param!r}: archetype {a.archetype!r} has no component {a.name!r}. "
                         f"It has: {sorted(c.name for c in arch.components)} plus alive, generation, overflow"
                     )
+            if a.kind == AccessKind.BUNDLE:
+                _check_bundle(layout, system, a, where)
         if system.is_entity_wise:
             for a in system.accesses:
                 if a.kind == AccessKind.SINGLETON and a.write:
@@ -158,7 +160,9 @@ class TaskGraph:
         else:
             matches = [None]
             if system.dim == "entity":
-                qualified = sorted({a.archetype for a in system.accesses if a.kind == AccessKind.QUALIFIED})
+                qualified = sorted(
+                    {a.archetype for a in system.accesses if a.kind in (AccessKind.QUALIFIED, AccessKind.BUNDLE)}
+                )
                 if len(qualified) != 1:
                     raise GraphError(
                         f"{where}: dim='entity' needs unqualified component parameters (a query) or exactly one "
@@ -179,11 +183,15 @@ class TaskGraph:
             self._bind_params(task, kernel, arch, where)
             if system.is_func and system.is_entity_wise:
                 for a in system.accesses:
-                    key = ("column", a.archetype, a.name)
-                    if a.kind == AccessKind.QUALIFIED and key in task.writes:
+                    if a.kind == AccessKind.BUNDLE:
+                        names = [f[0] for f in bundle_spec(system.param_types[a.param]).fields]
+                    else:
+                        names = [a.name]
+                    hit = [n for n in names if ("column", a.archetype, n) in task.writes]
+                    if a.kind in (AccessKind.QUALIFIED, AccessKind.BUNDLE) and hit:
                         raise GraphError(
                             f"{where}: parameter {a.param!r} reads rows of {a.archetype!r} that this per-entity "
-                            f"system writes ({a.name!r}) in other threads of the same world, so a row would see "
+                            f"system writes ({hit[0]!r}) in other threads of the same world, so a row would see "
                             "its neighbours before or after their update depending on the schedule. Read it in an "
                             "earlier system, or write a per-world @wp.func system that loops over the rows"
                         )
@@ -194,7 +202,13 @@ class TaskGraph:
         layout = self.layout
         for arg in kernel.adj.args:
             ptype = arg.type
-            a = parse_param(arg.label)
+            a = parse_param(arg.label, ptype)
+            if a.kind == AccessKind.BUNDLE:
+                names = tuple(f[0] for f in bundle_spec(ptype).fields)
+                keys = {("column", a.archetype, n) for n in names}
+                (task.writes if a.write else task.reads).update(keys)
+                task.sources.append((a.param, ("bundle", a.archetype, names, ptype)))
+                continue
             if a.kind in (AccessKind.COLUMN, AccessKind.QUALIFIED):
                 target = arch if a.kind == AccessKind.COLUMN else layout.archetypes[a.archetype]
                 if a.kind == AccessKind.QUALIFIED and a.name == "overflow":
@@ -250,6 +264,7 @@ class TaskGraph:
         params: list[str] = []
         call: list[str] = []
         outs: list[str] = []
+        pre: list[str] = []  # statements before the call
         worlds = None  # an array with a world axis: its first dimension counts the worlds
         fparams = func_params(system, layout, where)
         for fp in fparams:
@@ -265,6 +280,19 @@ class TaskGraph:
             elif fp.kind == "overflow":
                 params.append(f"{fp.name}: wp.array(dtype=wp.int32, ndim=1)")
                 call.append(fp.name)
+            elif fp.kind == "bundle":
+                # A one-world view of each column, gathered into the struct inside the kernel.
+                spec = bundle_spec(fp.type)
+                var = f"b_{fp.name}"
+                pre.append(f"{var} = {type_expr(fp.type, ns)}()")
+                for cname, dtype, shape in spec.fields:
+                    col = f"{fp.archetype}__{cname}_{'out' if fp.write else 'in'}"
+                    decl = f"{col}: wp.array(dtype={type_expr(dtype, ns)}, ndim={2 + len(shape)})"
+                    if decl not in params:
+                        params.append(decl)
+                    pre.append(f"{var}.{cname} = {col}[world]")
+                    worlds = worlds or col
+                call.append(var)
             elif fp.kind == "param":
                 p = layout.params[fp.name]
                 params.append(f"{fp.name}: wp.array(dtype={type_expr(p.dtype, ns)}, ndim=1)")
@@ -288,6 +316,7 @@ class TaskGraph:
             body = [f"{lhs} = F({', '.join(call)})"] + [f"{o}{index} = r{i}" for i, o in enumerate(outs)]
         else:
             body = [f"F({', '.join(call)})"]
+        body = pre + body
         kname = f"sys_{system.name}" + ("_cpu" if device_is_cpu else "")
         lines = [f"def {kname}(", *(f"    {p}," for p in params), "):"]
         # Nested guards, innermost last: (condition or None, loop header or None).
@@ -390,7 +419,7 @@ class FuncParam:
     @property
     def view(self) -> bool:
         """Passed as an array view (written in place) rather than as a value."""
-        if self.kind in ("qualified", "overflow"):
+        if self.kind in ("qualified", "overflow", "bundle"):
             return True
         return self.kind in ("column", "singleton") and bool(self.comp.shape)
 
@@ -405,7 +434,7 @@ def func_params(system: System, layout: Layout, where: str) -> list[FuncParam]:
     entity = system.is_entity_wise
     out: list[FuncParam] = []
     for pname, ptype in system.param_types.items():
-        a = parse_param(pname)
+        a = parse_param(pname, ptype)
         if a.kind == AccessKind.COLUMN:
             comp = layout.component(a.name) or layout.column(None, a.name)
             fp = FuncParam(pname, "column", ptype, a.write, comp)
@@ -421,6 +450,13 @@ def func_params(system: System, layout: Layout, where: str) -> list[FuncParam]:
             else:
                 comp = layout.column(layout.archetypes[a.archetype], a.name)
                 fp = FuncParam(pname, "qualified", ptype, a.write, comp, a.archetype)
+        elif a.kind == AccessKind.BUNDLE:
+            if a.write and entity:
+                raise GraphError(
+                    f"{where}: a per-entity @wp.func system may not write a bundle of archetype rows ({pname!r}): "
+                    "the threads of one world would race. Write it from a per-world @wp.func system"
+                )
+            fp = FuncParam(pname, "bundle", ptype, a.write, archetype=a.archetype)
         elif a.kind == AccessKind.SINGLETON:
             fp = FuncParam(pname, "singleton", ptype, a.write, layout.singletons[a.name])
         elif pname in ("world", "row"):
@@ -436,7 +472,9 @@ def func_params(system: System, layout: Layout, where: str) -> list[FuncParam]:
             fp = FuncParam(pname, "param", ptype)
         else:
             fp = FuncParam(pname, "resource", ptype)
-        if fp.view:
+        if fp.kind == "bundle":
+            pass  # checked with the archetype in _check_bundle
+        elif fp.view:
             ndim = 1 if fp.kind == "overflow" else len(fp.comp.shape) + (1 if fp.kind == "qualified" else 0)
             dtype = wp.int32 if fp.kind == "overflow" else fp.comp.dtype
             what = {
@@ -466,6 +504,42 @@ def func_params(system: System, layout: Layout, where: str) -> list[FuncParam]:
             "unshaped one, in order)"
         )
     return out
+
+
+def _check_bundle(layout: Layout, system: System, a: Access, where: str) -> None:
+    spec = bundle_spec(system.param_types[a.param])
+    arch = layout.archetypes.get(a.archetype)
+    if arch is None:
+        raise GraphError(
+            f"{where}: bundle parameter {a.param!r} names no archetype {a.archetype!r} (a bundle parameter is "
+            f"<archetype>_in or <archetype>_out). Archetypes: {sorted(layout.archetypes)}"
+        )
+    if spec.view != system.is_func:
+        want = "view=True" if system.is_func else "view=False"
+        raise GraphError(
+            f"{where}: bundle {spec.name!r} of parameter {a.param!r} was made with view={spec.view}; a "
+            f"{'@wp.func system' if system.is_func else 'raw kernel'} takes bundles made with {want}"
+        )
+    for cname, dtype, shape in spec.fields:
+        if not arch.has(cname):
+            raise GraphError(
+                f"{where}: bundle {spec.name!r} ({a.param!r}) holds {cname!r}, which archetype {arch.name!r} lacks. "
+                f"It has: {sorted(c.name for c in arch.components)} plus alive, generation"
+            )
+        comp = layout.column(arch, cname)
+        if not wp.types.types_equal(comp.dtype, dtype) or comp.shape != shape:
+            raise GraphError(
+                f"{where}: bundle {spec.name!r} ({a.param!r}) holds {cname!r} as {wp.types.type_repr(dtype)}{shape}, "
+                f"but archetype {arch.name!r} stores {wp.types.type_repr(comp.dtype)}{comp.shape}"
+            )
+
+
+def make_bundle(struct: Any, table: dict[str, wp.array], names: tuple[str, ...]) -> Any:
+    """An instance of a bundle struct holding the columns ``names`` of ``table``."""
+    value = struct()
+    for n in names:
+        setattr(value, n, table[n])
+    return value
 
 
 _MISSING = object()

@@ -21,7 +21,7 @@ from . import engine_kernels as ek
 from .codegen import build_kernel, type_expr
 from .errors import ActionError, CapacityError, EcsError, SchemaError, StateDictError
 from .fusion import CPU_BLOCK, FusedKernel, build_fused, why_not_fusable
-from .graph import Layout, Task, TaskGraph
+from .graph import Layout, Task, TaskGraph, make_bundle
 from .memory import check_fits, estimate
 from .schema import ENGINE_COLUMNS, Component, EnvSpec, Param, Phase, dtype_shape, scalar_type
 from .torch_bridge import ActionDict, TorchViews
@@ -335,6 +335,8 @@ class BatchSim:
                 inputs.append(self.overflow[source[1]])
             elif kind == "param":
                 inputs.append(self._params[source[1]])
+            elif kind == "bundle":  # a struct of columns (ecs.bundle), filled once here
+                inputs.append(make_bundle(source[3], self.tables[source[1]], source[2]))
             else:
                 inputs.append(source[1])
         if task.dim == "world":

@@ -20,14 +20,15 @@ generates the kernel around it with the alive check and world indexing.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import warp as wp
 
 from .errors import GraphError
-from .schema import Phase
+from .schema import ENGINE_COLUMNS, Component, Phase
 
 
 class AccessKind(enum.IntEnum):
@@ -36,6 +37,7 @@ class AccessKind(enum.IntEnum):
     QUALIFIED = 2  # column of a named archetype
     SINGLETON = 3
     OTHER = 4  # parameter, resource or index
+    BUNDLE = 5  # several columns of a named archetype in one struct (``ecs.bundle``)
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,76 @@ class Access:
     write: bool = False
 
 
-def parse_param(param: str) -> Access:
+def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False) -> Any:
+    """A Warp struct with one array per column: one kernel parameter standing for many columns.
+
+    A parameter annotated with a bundle and named ``<archetype>_in`` (read) or ``<archetype>_out``
+    (written, may be read) is bound by the engine to those columns of that archetype, and its
+    reads or writes are declared for every column, as if each were a parameter of its own.
+
+    ```python
+    BodyState = ecs.bundle("BodyState", [Position, Velocity, "alive"])  # raw kernels
+
+
+    @wp.kernel
+    def integrate(dt: float, body_in: ...,  body_out: BodyState):
+        world = wp.tid()
+        body_out.position[world, 0] = ...
+    ```
+
+    Args:
+        name: the struct's name.
+        columns: components (``ecs.Component``) or engine column names (``"alive"``, ``"generation"``).
+        view: False for raw kernels (each field the whole column, ``(num_worlds, capacity, *shape)``,
+            indexed ``[world, row]``); True for ``@wp.func`` systems (one world's rows,
+            ``(capacity, *shape)``, indexed ``[row]``).
+
+    Returns:
+        The ``@wp.struct`` class, to use as a parameter annotation.
+    """
+    fields: list[tuple[str, Any, tuple[int, ...]]] = []
+    for c in columns:
+        if isinstance(c, str) and c in ENGINE_COLUMNS:
+            fields.append((c, wp.int32, ()))
+        elif isinstance(c, Component) and not c.singleton:
+            fields.append((c.name, c.dtype, c.shape))
+        else:
+            raise GraphError(
+                f"bundle {name!r}: {c!r} is not an entity component or one of the engine columns {list(ENGINE_COLUMNS)}"
+            )
+    if len({f[0] for f in fields}) != len(fields) or not fields:
+        raise GraphError(f"bundle {name!r}: list each column once, and at least one, got {[f[0] for f in fields]}")
+    lead = 1 if view else 2
+    annotations = {n: wp.array(dtype=dtype, ndim=lead + len(shape)) for n, dtype, shape in fields}
+    caller = sys._getframe(1).f_globals.get("__name__", __name__)
+    cls = type(name, (), {"__annotations__": annotations, "__module__": caller, "__qualname__": name})
+    struct = wp.struct(cls)
+    struct.ecs_bundle = BundleSpec(name, tuple(fields), view)
+    return struct
+
+
+@dataclass(frozen=True)
+class BundleSpec:
+    """What a bundle struct holds: (column, dtype, shape) per field, and whether it is a one-world view."""
+
+    name: str
+    fields: tuple[tuple[str, Any, tuple[int, ...]], ...]
+    view: bool
+
+
+def bundle_spec(ptype: Any) -> BundleSpec | None:
+    """The bundle behind a parameter annotation, or None."""
+    return getattr(ptype, "ecs_bundle", None)
+
+
+def parse_param(param: str, ptype: Any = None) -> Access:
+    """Classifies a kernel parameter by its name (and, for bundles, its annotation)."""
+    if bundle_spec(ptype) is not None:
+        for suffix, write in (("_in", False), ("_out", True)):
+            if param.endswith(suffix) and len(param) > len(suffix):
+                base = param[: -len(suffix)]
+                return Access(param, AccessKind.BUNDLE, base, archetype=base, write=write)
+        raise GraphError(f"parameter {param!r} is a bundle: name it <archetype>_in (read) or <archetype>_out (written)")
     """Classifies a kernel parameter by its name."""
     for suffix, write in (("_in", False), ("_out", True)):
         if param.endswith(suffix) and len(param) > len(suffix):
@@ -102,7 +173,7 @@ class System:
         self.phase = phase
         self.name = name or fn.key
         self.dim = dim
-        self.accesses = [parse_param(p) for p in self.param_types]
+        self.accesses = [parse_param(p, t) for p, t in self.param_types.items()]
 
     @property
     def is_entity_wise(self) -> bool:

@@ -505,3 +505,213 @@ def test_why_not_fusable_names_the_raw_kernel():
     with pytest.raises(ecs.EcsError, match=r"cannot be fused: system 'raw_observe' is a raw kernel"):
         ecs.BatchSim(env, 2, device="cpu", fuse=True)
     assert not ecs.BatchSim(env, 2, device="cpu").fused  # fuse=None falls back to the captured graph
+
+
+# -- column bundles: one parameter for several columns, reads and writes still declared ----------
+
+
+@ecs.component
+class Pos:
+    """Position [m]."""
+
+    value: wp.float32
+
+
+@ecs.component
+class Vel:
+    """Velocity [m/step]."""
+
+    value: wp.float32
+
+
+HIST = ecs.Component("hist", wp.float32, shape=(3,), doc="The last 3 positions [m].")
+Ball = ecs.bundle("Ball", [Pos, Vel, HIST, "alive"])
+BallView = ecs.bundle("BallView", [Pos, Vel, HIST, "alive"], view=True)
+BallPos = ecs.bundle("BallPos", [Pos])
+
+
+@ecs.component(singleton=True)
+class Sum:
+    """Sum of live positions."""
+
+    value: wp.float32
+
+
+@wp.kernel
+def push_balls(kick: float, ball_out: Ball):
+    world, row = wp.tid()
+    if ball_out.alive[world, row] == 0:
+        return
+    v = ball_out.vel[world, row] + kick * float(row + 1)
+    ball_out.vel[world, row] = v
+    for i in range(2):
+        ball_out.hist[world, row, i] = ball_out.hist[world, row, i + 1]
+    ball_out.hist[world, row, 2] = ball_out.pos[world, row]
+
+
+@wp.func
+def move_balls(world_stop_in: wp.int32, ball_out: BallView):
+    """Per world: every live ball moves by its velocity (a written view bundle)."""
+    for r in range(ball_out.alive.shape[0]):
+        if ball_out.alive[r] != 0:
+            ball_out.pos[r] = ball_out.pos[r] + ball_out.vel[r]
+
+
+@wp.func
+def sum_balls(ball_in: BallView, world_sum_out: wp.float32):
+    total = wp.float32(0.0)
+    for r in range(ball_in.alive.shape[0]):
+        if ball_in.alive[r] != 0:
+            total += ball_in.pos[r] + 0.5 * ball_in.hist[r, 1]
+    return total
+
+
+@wp.func
+def judge_balls(limit: float, world_sum_in: wp.float32, world_terminated_out: wp.bool):
+    return world_sum_in > limit
+
+
+@wp.func
+def reset_balls(world: wp.int32, ball_out: BallView, world_sum_out: wp.float32):
+    for r in range(ball_out.alive.shape[0]):
+        ball_out.alive[r] = wp.where((world + r) % 3 == 0, 0, 1)
+        ball_out.pos[r] = float(r) * 0.5
+        ball_out.vel[r] = 0.0
+        for i in range(3):
+            ball_out.hist[r, i] = 0.0
+    return 0.0
+
+
+def _ball_env(*systems, limit: float = 6.0) -> ecs.EnvSpec:
+    return ecs.EnvSpec(
+        name="authoring_balls",
+        config=None,
+        archetypes=[ecs.Archetype("ball", (Pos, Vel, HIST), capacity=4)],
+        singletons=[Stop, Sum],
+        systems=list(systems)
+        or [
+            ecs.System(move_balls, ecs.Phase.PHYSICS),
+            ecs.System(sum_balls, ecs.Phase.REWARD),
+            ecs.System(judge_balls, ecs.Phase.REWARD),
+            ecs.System(reset_balls, ecs.Phase.RESET),
+            ecs.System(push_balls, ecs.Phase.OBSERVE, dim="entity"),
+        ],
+        actions={"stop": ecs.Action(Stop, low=0, high=1)},
+        max_episode_steps=7,
+        resources={"kick": 0.25, "limit": limit},
+    )
+
+
+def test_bundles_bind_columns_and_declare_access(device):
+    sim = ecs.BatchSim(_ball_env(limit=1e6), 5, device=device)
+    tasks = {t.name: t for t in sim.graph.tasks}
+    cols = {("column", "ball", n) for n in ("pos", "vel", "hist", "alive")}
+    assert tasks["push_balls"].writes == cols and tasks["move_balls"].writes == cols
+    assert tasks["sum_balls"].reads == cols and tasks["sum_balls"].writes == {("singleton", "sum")}
+    assert "writes: ball.alive, ball.hist, ball.pos, ball.vel" in str(sim.graph)
+    # Against numpy: reset, then steps of move (PHYSICS), sum (REWARD) and push (OBSERVE).
+    W, f = 5, np.float32
+    alive = np.array([[(w + r) % 3 != 0 for r in range(4)] for w in range(W)])
+    pos = np.tile(np.arange(4, dtype=f) * f(0.5), (W, 1))
+    vel = np.zeros((W, 4), f)
+    hist = np.zeros((W, 4, 3), f)
+
+    def push():
+        nonlocal vel, hist
+        vel = np.where(alive, vel + f(0.25) * np.arange(1, 5, dtype=f), vel)
+        hist = np.where(alive[..., None], np.concatenate([hist[..., 1:], pos[..., None]], axis=-1), hist)
+
+    push()  # the reset observes
+    for _ in range(4):
+        sim.step()
+        assert not sim.terminated.any()
+        pos = np.where(alive, pos + vel, pos)
+        total = np.where(alive, pos + f(0.5) * hist[..., 1], f(0)).sum(axis=1, dtype=f)
+        push()
+        np.testing.assert_allclose(sim.tensor("world", "sum").cpu().numpy(), total, rtol=1e-6)
+        np.testing.assert_array_equal(sim.tensor("ball", "pos").cpu().numpy(), pos)
+        np.testing.assert_array_equal(sim.tensor("ball", "vel").cpu().numpy(), vel)
+        np.testing.assert_array_equal(sim.tensor("ball", "hist").cpu().numpy(), hist)
+
+
+def test_bundles_in_func_systems_fuse_bit_identically():
+    env = _ball_env(
+        ecs.System(move_balls, ecs.Phase.PHYSICS),
+        ecs.System(sum_balls, ecs.Phase.REWARD),
+        ecs.System(judge_balls, ecs.Phase.REWARD),
+        ecs.System(reset_balls, ecs.Phase.RESET),
+    )
+    fused = ecs.BatchSim(env, 13, device="cpu", fuse=True)
+    plain = ecs.BatchSim(env, 13, device="cpu", fuse=False)
+    for sim in (fused, plain):
+        sim.tensor("ball", "vel").copy_(torch.linspace(-0.5, 1.0, 13 * 4).reshape(13, 4))
+    ended = 0
+    for _ in range(12):
+        for sim in (fused, plain):
+            sim.step()
+        ended += int(plain.terminated.sum())
+        _assert_same(_snapshot(fused), _snapshot(plain))
+    fused.run(9)
+    for _ in range(9):
+        plain.step()
+    _assert_same(_snapshot(fused), _snapshot(plain))
+    assert ended > 0
+
+
+@wp.kernel
+def read_balls_raw(ball_in: Ball, world_sum_out: wp.array(dtype=wp.float32)):
+    world = wp.tid()
+    world_sum_out[world] = ball_in.pos[world, 0]
+
+
+@wp.kernel
+def write_pos_raw(ball__pos_out: wp.array2d(dtype=wp.float32)):
+    world, row = wp.tid()
+    ball__pos_out[world, row] = 1.0
+
+
+@wp.kernel
+def wrong_archetype(balls_in: Ball, world_sum_out: wp.array(dtype=wp.float32)):
+    _world = wp.tid()
+
+
+@wp.kernel
+def view_in_raw(ball_in: BallView, world_sum_out: wp.array(dtype=wp.float32)):
+    _world = wp.tid()
+
+
+@wp.func
+def raw_bundle_in_func(ball_in: Ball, world_sum_out: wp.float32):
+    return 0.0
+
+
+@wp.func
+def entity_writes_bundle(pos_in: wp.float32, ball_out: BallView):
+    ball_out.pos[0] = pos_in
+
+
+def _bundle_refused(*systems) -> str:
+    with pytest.raises(ecs.GraphError) as info:
+        ecs.BatchSim(_ball_env(*systems), 2, device="cpu")
+    return str(info.value)
+
+
+def test_bundle_refusals_name_the_fix():
+    P = ecs.Phase.PHYSICS
+    msg = _bundle_refused(ecs.System(read_balls_raw, P, dim="world"), ecs.System(write_pos_raw, P, dim="entity"))
+    assert "stale read" in msg and "ball.pos" in msg  # a bundle's reads are declared per column
+    assert "names no archetype 'balls'" in _bundle_refused(ecs.System(wrong_archetype, P, dim="world"))
+    assert "takes bundles made with view=False" in _bundle_refused(ecs.System(view_in_raw, P, dim="world"))
+    assert "takes bundles made with view=True" in _bundle_refused(ecs.System(raw_bundle_in_func, P))
+    assert "may not write a bundle" in _bundle_refused(ecs.System(entity_writes_bundle, P))
+    wrong = ecs.bundle("Wrong", [ecs.Component("pos", wp.vec2)])
+
+    @wp.kernel
+    def wrong_dtype(ball_in: wrong, world_sum_out: wp.array(dtype=wp.float32)):
+        _world = wp.tid()
+
+    assert "holds 'pos' as vec2f(), but archetype 'ball' stores float32()" in _bundle_refused(
+        ecs.System(wrong_dtype, P, dim="world")
+    )
+    with pytest.raises(ecs.GraphError, match="not an entity component"):
+        ecs.bundle("Bad", [Sum])
