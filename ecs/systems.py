@@ -1,20 +1,31 @@
-"""Systems: Warp kernels (or per-entity Warp functions) whose signatures declare their access.
+"""Systems: Warp kernels (or Warp functions) whose signatures declare their access.
 
 Parameter names are the declaration:
 
-| name | meaning |
-|---|---|
-| ``<component>_in`` / ``<component>_out`` | entity column of every archetype that holds all such components (a query); ``_out`` may also be read |
-| ``<archetype>__<component>_in`` / ``_out`` | the column of one named archetype (``<archetype>__overflow_out`` is its spawn-overflow counter) |
-| ``world_<singleton>_in`` / ``_out`` | a per-world singleton, shape ``(num_worlds, *shape)`` |
-| a parameter's name | the per-world parameter array (read it with ``ecs.per_world``) |
-| anything else | a resource: a scalar from the env's resources or config |
+| name | in a raw ``@wp.kernel`` | in a ``@wp.func`` system |
+|---|---|---|
+| ``<component>_in`` / ``<component>_out`` | entity column of every archetype that holds all such components (a query), ``(num_worlds, capacity, *shape)``; ``_out`` may also be read | this row's value (a view ``[*shape]`` for a shaped component) |
+| ``<archetype>__<component>_in`` / ``_out`` | the column of one named archetype | this world's rows of it, a view ``[capacity, *shape]`` indexed by row; ``_out`` from per-world functions only |
+| ``<archetype>__overflow_out`` | its spawn-overflow counter (for ``ecs.spawn``) | the same (for ``ecs.spawn_view``) |
+| ``<archetype>_in`` / ``_out`` annotated with an ``ecs.bundle`` | a struct of whole columns of that archetype, each declared read or written | a struct of this world's views (``ecs.bundle(..., view=True)``) |
+| ``world_<singleton>_in`` / ``_out`` | a per-world singleton, ``(num_worlds, *shape)`` | this world's value (a view ``[*shape]`` for a shaped singleton, such as per-agent actions) |
+| ``world`` / ``row`` (``wp.int32``) | (use ``wp.tid()``) | this world's index; this row's index (per-entity functions only) |
+| a parameter's name | the per-world parameter array (read it with ``ecs.per_world``) | this world's value |
+| anything else | a resource: a scalar from the env's resources or config | the same |
 
 A raw ``@wp.kernel`` picks its launch shape with ``dim`` ("entity": ``(num_worlds, capacity)``
-of the matched archetype, "world": ``num_worlds``, or a callable of the simulation). A
-``@wp.func`` system is per-entity (or per-world when it names no entity column): it receives
-values, not arrays, and returns the new value of each ``_out`` parameter in order; the engine
-generates the kernel around it with the alive check and world indexing.
+of the matched archetype, "world": ``num_worlds``, or a callable of the simulation). A raw
+kernel in the RESET phase runs for every world, so it must begin with ``if
+world_reset_in[world] == 0: return`` (the graph refuses it otherwise).
+
+A ``@wp.func`` system is per-entity when it names an unqualified component (one call per live
+row of each matching archetype), else per-world (one call per world). The engine writes the
+kernel around it: world indexing, the alive check, and for RESET functions the reset gate. It
+returns the new value of each unshaped ``_out`` value in order; views (shaped singletons and
+components, other archetypes' rows, bundles) are written in place. A function sees only its
+own world, so an env of functions fuses into one kernel per step (``ecs.fusion``). Per-entity
+functions may not write singletons or other archetypes' rows, nor read through a view the rows
+they write themselves: threads of one world would race.
 """
 
 from __future__ import annotations
