@@ -83,6 +83,11 @@ def build_fused(
         touched |= {a.name for a in task.system.accesses if a.kind == AccessKind.SINGLETON}
     # Shaped singletons (per-agent actions, observations, rewards) stay in memory: systems get views.
     in_memory = {n for n in touched if layout.singletons[n].shape}
+    for task in graph.tasks:  # a function taking a singleton's whole table reads and writes memory
+        in_memory |= {
+            fp.comp.name for fp in func_params(task.system, layout, task.name) if fp.table and fp.kind == "singleton"
+        }
+    gen.in_memory = in_memory
     touched -= in_memory
     for name in sorted(touched | in_memory):
         gen.singleton(name)
@@ -159,10 +164,11 @@ def build_fused(
             body += gen.call(task)
 
     steps = gen.param("e_steps", ("engine", "steps"), "wp.array(dtype=wp.int32, ndim=1)")
-    # Worlds may be launched in chunks (one CPU thread each): `world` indexes the chunk's array
-    # views, `gw` is the simulation's world index (for parameters, the RNG and `world` arguments).
+    # Worlds may be launched in chunks (one CPU thread each), worlds [base, end) of the whole
+    # arrays, so that `world` indexes them as in the unfused step (functions may take whole tables).
     base = gen.param("e_world_base", ("engine", "world_base"), "int")
-    load = [f"gw = world + {base}"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
+    end = gen.param("e_world_end", ("engine", "world_end"), "int")
+    load = ["gw = world"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
     load += [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched - fresh)]
     if not device_is_cpu:
         # Every step assigns the fresh values before reading them; the CUDA kernel's variables live
@@ -174,7 +180,8 @@ def build_fused(
     lines = [f"def {kernel_name}(", *(f"    {p}," for p in gen.params), "):"]
     if not device_is_cpu:
         # One thread per world: singletons stay in registers across the K steps.
-        lines += ["    world = wp.tid()"] + [f"    {b}" for b in load]
+        lines += [f"    world = wp.tid() + {base}", f"    if world >= {end}:", "        return"]
+        lines += [f"    {b}" for b in load]
         lines += [f"    for it in range({steps}[0]):"] + [f"        {b}" for b in body]
         lines += [f"    {gen.singleton(n)}[world] = s_{n}" for n in sorted(touched & written)]
     else:
@@ -182,11 +189,10 @@ def build_fused(
         # A world's step is one long chain of dependent operations, so K steps of one world in a
         # row leave the core waiting on latencies; stepping a block of worlds once each, K times,
         # gives it independent chains to overlap, and the block's state stays in the L1 cache.
-        count = f"{gen.singleton('reset')}.shape[0]"
         lines += [
-            f"    for first in range(0, {count}, {CPU_BLOCK}):",
+            f"    for first in range({base}, {end}, {CPU_BLOCK}):",
             f"        for it in range({steps}[0]):",
-            f"            for world in range(first, wp.min(first + {CPU_BLOCK}, {count})):",
+            f"            for world in range(first, wp.min(first + {CPU_BLOCK}, {end})):",
         ]
         store = carried + ([f"if it == {steps}[0] - 1:", *last] if last else [])
         lines += [f"                {b}" for b in load + body + store]
@@ -213,6 +219,7 @@ class _Generator:
         self.hoisted: dict[str, str] = {}
         self.columns: dict[tuple[str, str], tuple[int, bool]] = {}  # (archetype, column): (bytes per world, written)
         self.reads_reward = False  # a system reads a shaped reward (an _out view may be read)
+        self.in_memory: set[str] = set()  # singletons kept in memory rather than in registers
 
     def column_bytes(self, *, write: bool) -> int:
         """Bytes per world of the entity columns read (``write=False``) or written."""
@@ -251,7 +258,10 @@ class _Generator:
                     ("column", owner, comp.name),
                     f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim={2 + len(comp.shape)})",
                 )
-                expr = f"{col}[world, row]" if fp.kind == "column" else f"{col}[world]"
+                if fp.table:
+                    expr = col
+                else:
+                    expr = f"{col}[world, row]" if fp.kind == "column" else f"{col}[world]"
                 args.append(expr)
                 if fp.returned:
                     outs.append(expr)
@@ -276,8 +286,11 @@ class _Generator:
                 )
             elif fp.kind == "singleton":
                 name = fp.comp.name
-                if fp.view:
-                    args.append(f"{self.singleton(name)}[world]")
+                if fp.view or name in self.in_memory:
+                    expr = self.singleton(name) if fp.table else f"{self.singleton(name)}[world]"
+                    args.append(expr)
+                    if fp.returned:
+                        outs.append(expr)
                     self.reads_reward |= name == "reward"
                 else:
                     args.append(f"s_{name}")
@@ -331,10 +344,14 @@ def _loops(shape: tuple[int, ...]) -> tuple[list[str], str]:
 
 
 def _copy_loops(dst: str, dst_lead: str, src: str, src_lead: str, shape: tuple[int, ...]) -> list[str]:
+    if not shape:
+        return [f"{dst}[{dst_lead}] = {src}[{src_lead}]"]
     heads, idx = _loops(shape)
     return [*heads, " " * (4 * len(shape)) + f"{dst}[{dst_lead}, {idx}] = {src}[{src_lead}, {idx}]"]
 
 
 def _fill_loops(dst: str, lead: str, value: str, shape: tuple[int, ...]) -> list[str]:
+    if not shape:
+        return [f"{dst}[{lead}] = {value}"]
     heads, idx = _loops(shape)
     return [*heads, " " * (4 * len(shape)) + f"{dst}[{lead}, {idx}] = {value}"]

@@ -9,6 +9,7 @@ between them may run in any order; ``order(seed)`` draws such an order to expose
 from __future__ import annotations
 
 import ast
+import dataclasses
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -18,7 +19,7 @@ import warp as wp
 
 from .codegen import build_kernel, type_expr
 from .errors import GraphError
-from .schema import ENGINE_COLUMNS, Archetype, Component, Param, Phase
+from .schema import ENGINE_COLUMNS, ENGINE_SINGLETONS, Archetype, Component, Param, Phase
 from .systems import Access, AccessKind, System, bundle_spec, parse_param
 
 Key = tuple[str, ...]
@@ -274,7 +275,10 @@ class TaskGraph:
             if fp.kind in ("column", "qualified", "singleton"):
                 ndim = {"column": 2, "qualified": 2, "singleton": 1}[fp.kind] + len(fp.comp.shape)
                 params.append(f"{fp.name}: wp.array(dtype={type_expr(fp.comp.dtype, ns)}, ndim={ndim})")
-                call.append(f"{fp.name}[world, row]" if fp.kind == "column" else f"{fp.name}[world]")
+                if fp.table:
+                    call.append(fp.name)
+                else:
+                    call.append(f"{fp.name}[world, row]" if fp.kind == "column" else f"{fp.name}[world]")
                 if fp.kind != "column" and worlds is None:
                     worlds = fp.name
             elif fp.kind == "overflow":
@@ -406,7 +410,8 @@ class FuncParam:
     component), "qualified" (a named archetype's column in this world: a view ``[capacity,
     *shape]``), "overflow" (a named archetype's spawn-overflow counter, for ``ecs.spawn_view``),
     "singleton" (a value, or a view ``[*shape]`` for a shaped singleton), "world", "row", "param"
-    (the world's value) or "resource" (a scalar).
+    (the world's value) or "resource" (a scalar). ``table``: a "qualified" or "singleton" parameter
+    annotated with the world axis gets the whole table (``[world, ...]``, as in a raw kernel).
     """
 
     name: str
@@ -415,11 +420,12 @@ class FuncParam:
     write: bool = False
     comp: Component | None = None
     archetype: str | None = None
+    table: bool = False  # the whole table (world axis first) rather than this world's view or value
 
     @property
     def view(self) -> bool:
-        """Passed as an array view (written in place) rather than as a value."""
-        if self.kind in ("qualified", "overflow", "bundle"):
+        """Passed as an array (written in place) rather than as a value."""
+        if self.kind in ("qualified", "overflow", "bundle") or self.table:
             return True
         return self.kind in ("column", "singleton") and bool(self.comp.shape)
 
@@ -472,10 +478,22 @@ def func_params(system: System, layout: Layout, where: str) -> list[FuncParam]:
             fp = FuncParam(pname, "param", ptype)
         else:
             fp = FuncParam(pname, "resource", ptype)
+        if fp.kind in ("qualified", "singleton") and wp.types.is_array(ptype):
+            lead = 1 if fp.kind == "singleton" else 2
+            if ptype.ndim == lead + len(fp.comp.shape):
+                # The whole table, indexed [world, ...] like a raw kernel (so helpers written for
+                # raw kernels can be called); the function must touch only its own world.
+                if fp.kind == "singleton" and not fp.comp.shape and fp.comp.name in ENGINE_SINGLETONS:
+                    raise GraphError(
+                        f"{where}: parameter {pname!r}: the engine singleton {fp.comp.name!r} is passed by value; "
+                        f"annotate it {wp.types.type_repr(fp.comp.dtype)}"
+                    )
+                fp = dataclasses.replace(fp, table=True)
         if fp.kind == "bundle":
             pass  # checked with the archetype in _check_bundle
         elif fp.view:
             ndim = 1 if fp.kind == "overflow" else len(fp.comp.shape) + (1 if fp.kind == "qualified" else 0)
+            ndim += 1 if fp.table else 0
             dtype = wp.int32 if fp.kind == "overflow" else fp.comp.dtype
             what = {
                 "overflow": "the archetype's overflow counter",
@@ -488,14 +506,23 @@ def func_params(system: System, layout: Layout, where: str) -> list[FuncParam]:
                 or ptype.ndim != ndim
                 or (ptype.dtype is not Any and not wp.types.types_equal(ptype.dtype, dtype))
             ):
+                table = (
+                    f" (or ndim={ndim + 1} for the whole table, indexed [world, ...])"
+                    if fp.kind
+                    in (
+                        "qualified",
+                        "singleton",
+                    )
+                    else ""
+                )
                 raise GraphError(
                     f"{where}: parameter {pname!r} is {what}: annotate it "
-                    f"wp.array(dtype={wp.types.type_repr(dtype)}, ndim={ndim}), not {wp.types.type_repr(ptype)}"
+                    f"wp.array(dtype={wp.types.type_repr(dtype)}, ndim={ndim}){table}, not {wp.types.type_repr(ptype)}"
                 )
         elif fp.kind in ("column", "singleton") and wp.types.is_array(ptype):
             raise GraphError(
                 f"{where}: parameter {pname!r} is passed by value to a @wp.func system: annotate it "
-                f"{wp.types.type_repr(fp.comp.dtype)}, not an array"
+                f"{wp.types.type_repr(fp.comp.dtype)}, not an array (or wp.array(ndim=1) for the whole table)"
             )
         out.append(fp)
     if not any(fp.write for fp in out):

@@ -488,8 +488,9 @@ class BatchSim:
                 wp.copy(dst, src)
 
     def _fused_inputs(self, fused: FusedKernel, steps: wp.array, start: int = 0, stop: int | None = None) -> list:
-        """Arguments of a fused kernel for worlds ``[start, stop)`` (views, no copies)."""
-        part = slice(start, self.num_worlds if stop is None else stop)
+        """Arguments of a fused kernel for worlds ``[start, stop)`` (whole arrays and the range)."""
+        stop = self.num_worlds if stop is None else stop
+        part = slice(None)  # the kernel indexes whole arrays by world, as the unfused systems do
         inputs = []
         for _name, source in fused.sources:
             kind = source[0]
@@ -508,7 +509,13 @@ class BatchSim:
             elif kind == "staging":
                 inputs.append(self._staging[source[1]][:, part])
             else:
-                engine = {"seed": self._seed, "world_offset": self._world_offset, "steps": steps, "world_base": start}
+                engine = {
+                    "seed": self._seed,
+                    "world_offset": self._world_offset,
+                    "steps": steps,
+                    "world_base": start,
+                    "world_end": stop,
+                }
                 inputs.append(engine[source[1]])
         return inputs
 

@@ -327,7 +327,38 @@ def observe_hunt(
         world_sight_out[h, 1] = wp.vec3(p[0], p[1], 0.0)
 
 
-def hunt_env(max_episode_steps: int = 12) -> ecs.EnvSpec:
+@wp.func
+def within_reach(
+    alive: wp.array2d(dtype=wp.int32), at: wp.array2d(dtype=wp.vec2), world: int, row: int, p: wp.vec2, reach: float
+) -> bool:
+    """A helper written for raw kernels: whole tables and a world index."""
+    if alive[world, row] == 0:
+        return False
+    return wp.length_sq(at[world, row] - p) <= reach * reach
+
+
+@wp.func
+def catch_prey_table(
+    world: wp.int32,
+    reach: float,
+    hunter__alive_in: wp.array2d(dtype=wp.int32),
+    hunter__hunter_pos_in: wp.array2d(dtype=wp.vec2),
+    prey__prey_pos_in: wp.array2d(dtype=wp.vec2),
+    prey__alive_out: wp.array2d(dtype=wp.int32),
+    world_reward_out: wp.array2d(dtype=wp.float32),
+    world_caught_out: wp.array(dtype=wp.int32),
+):
+    """``catch_prey`` on whole tables, as a raw per-world kernel would be written (less ``wp.tid()``)."""
+    for h in range(hunter__alive_in.shape[1]):
+        if hunter__alive_in[world, h] != 0:
+            for r in range(prey__alive_out.shape[1]):
+                if within_reach(prey__alive_out, prey__prey_pos_in, world, r, hunter__hunter_pos_in[world, h], reach):
+                    ecs.despawn(prey__alive_out, world, r)
+                    world_reward_out[world, h] = world_reward_out[world, h] + 1.0
+                    world_caught_out[world] = world_caught_out[world] + 1
+
+
+def hunt_env(max_episode_steps: int = 12, *, table: bool = False) -> ecs.EnvSpec:
     return ecs.EnvSpec(
         name="authoring_hunt",
         config=None,
@@ -341,7 +372,7 @@ def hunt_env(max_episode_steps: int = 12) -> ecs.EnvSpec:
             ecs.System(spawn_prey, ecs.Phase.ACT),
             ecs.System(flee_prey, ecs.Phase.ACT),
             ecs.System(move_prey, ecs.Phase.PHYSICS),
-            ecs.System(catch_prey, ecs.Phase.COLLIDE),
+            ecs.System(catch_prey_table if table else catch_prey, ecs.Phase.COLLIDE),
             ecs.System(judge_catches, ecs.Phase.REWARD),
             ecs.System(reset_hunt, ecs.Phase.RESET),
             ecs.System(observe_hunt, ecs.Phase.OBSERVE),
@@ -422,6 +453,26 @@ def test_func_systems_with_views_on_cpu_threads_and_in_cuda_form(monkeypatch):
     _assert_same(_snapshot(cuda_form), _snapshot(plain))
 
 
+def test_func_systems_on_whole_tables_equal_views_fused_and_chunked():
+    """A function may take whole tables (``[world, ...]``) and call helpers written for raw
+    kernels; it gives the views' results, fused on CPU threads too (chunks index whole arrays)."""
+    views = ecs.BatchSim(hunt_env(), 23, device="cpu", fuse=False)
+    table = ecs.BatchSim(hunt_env(table=True), 23, device="cpu", fuse=False)
+    fused = ecs.BatchSim(hunt_env(table=True), 23, device="cpu", fuse=True, cpu_threads=3)
+    assert fused.fused
+    actions = _random_actions(views, 40, seed=24)
+    for i in range(20):
+        for sim in (views, table, fused):
+            sim.step({"steer": actions["steer"][i]})
+        _assert_same(_snapshot(table), _snapshot(views))
+        _assert_same(_snapshot(fused), _snapshot(views))
+    fused.run(20, {"steer": actions["steer"][20:]})
+    for i in range(20, 40):
+        views.step({"steer": actions["steer"][i]})
+    _assert_same(_snapshot(fused), _snapshot(views))
+    assert int(views.tensor("world", "caught").sum()) > 0
+
+
 def test_spawn_and_despawn_from_func_systems_match_a_numpy_count():
     """Prey spawned minus prey caught (and cleared by resets) is the number of live prey."""
     sim = ecs.BatchSim(hunt_env(max_episode_steps=0), 6, device="cpu")
@@ -465,13 +516,18 @@ def view_as_value(prey__prey_pos_in: wp.vec2, world_caught_out: wp.int32):
 
 
 @wp.func
-def view_wrong_ndim(world_steer_in: wp.array(dtype=wp.int32, ndim=2), world_caught_out: wp.int32):
+def view_wrong_ndim(world_steer_in: wp.array(dtype=wp.int32, ndim=3), world_caught_out: wp.int32):
     return 0
 
 
 @wp.func
-def value_as_array(world_caught_out: wp.array(dtype=wp.int32)):
-    world_caught_out[0] = 1
+def value_as_array(prey_pos_in: wp.array(dtype=wp.vec2), prey_vel_out: wp.vec2):
+    return prey_pos_in[0]
+
+
+@wp.func
+def engine_singleton_as_table(world_rng_out: wp.array(dtype=wp.uint32)):
+    world_rng_out[0] = wp.uint32(1)
 
 
 @wp.kernel
@@ -495,8 +551,10 @@ def test_func_system_refusals_name_the_fix():
     assert "'prey__prey_pos_in' reads rows of 'prey' that this per-entity system writes" in msg
     assert "given to per-entity systems only" in _refused(row_in_per_world)
     assert "annotate it wp.array(dtype=vec2f, ndim=1)" in _refused(view_as_value)
-    assert "annotate it wp.array(dtype=int32, ndim=1)" in _refused(view_wrong_ndim)
+    msg = _refused(view_wrong_ndim)
+    assert "annotate it wp.array(dtype=int32, ndim=1) (or ndim=2 for the whole table, indexed [world, ...])" in msg
     assert "passed by value" in _refused(value_as_array)
+    assert "the engine singleton 'rng' is passed by value" in _refused(engine_singleton_as_table)
 
 
 def test_why_not_fusable_names_the_raw_kernel():
