@@ -608,8 +608,9 @@ def grabbable(target: int, kind: wp.array2d[wp.int32], world: int) -> int:
     return -1
 
 
-@wp.kernel
+@wp.func
 def act_agents(
+    world: wp.int32,
     # Resources:
     prep_steps: int,
     move_force: float,
@@ -617,7 +618,7 @@ def act_agents(
     move_damping: float,
     turn_damping: float,
     # Components in:
-    world_episode_step_in: wp.array[wp.int32],
+    world_episode_step_in: wp.int32,
     world_move_in: wp.array2d[wp.vec3i],
     world_grab_in: wp.array2d[wp.int32],
     world_lock_in: wp.array2d[wp.int32],
@@ -647,8 +648,7 @@ def act_agents(
     joint__joint_rotation_out: wp.array2d[wp.quat],
 ):
     """Locks, grabs and drive forces of every agent, slots in order; seekers are frozen during preparation."""
-    world = wp.tid()
-    prep = world_episode_step_in[world] <= prep_steps
+    prep = world_episode_step_in <= prep_steps
     # Lock first (a press toggles), so that a box locked this step can no longer be held.
     for a in range(_NUM_AGENTS):
         if agent__alive_in[world, a] != 0:
@@ -717,15 +717,16 @@ def act_agents(
             body__torque_out[world, me] = wp.vec3(0.0, 0.0, tz)
 
 
-@wp.kernel
+@wp.func
 def reward_teams(
+    world: wp.int32,
     # Resources:
     prep_steps: int,
     floor_size: float,
     view_half_angle: float,
     out_of_bounds_reward: float,
     # Components in:
-    world_episode_step_in: wp.array[wp.int32],
+    world_episode_step_in: wp.int32,
     agent__alive_in: wp.array2d[wp.int32],
     agent__body_row_in: wp.array2d[wp.int32],
     agent__team_in: wp.array2d[wp.int32],
@@ -738,8 +739,10 @@ def reward_teams(
     world_reward_out: wp.array2d[wp.float32],
     world_hiders_seen_out: wp.array[wp.int32],
 ):
-    """Hiders +1 when no seeker sees any hider, else -1; seekers the negation; -10 outside the floor; 0 in preparation."""
-    world = wp.tid()
+    """Hiders +1 when no seeker sees any hider, else -1; seekers the negation; -10 outside the floor; 0 in preparation.
+
+    A per-world function on whole tables (the engine writes its kernel, and can fuse it).
+    """
     c = wp.cos(view_half_angle)
     seen = wp.int32(0)
     for s in range(_NUM_AGENTS):
@@ -760,7 +763,7 @@ def reward_teams(
                     if t >= 0.0:
                         seen = 1
     world_hiders_seen_out[world] = seen
-    prep = world_episode_step_in[world] <= prep_steps
+    prep = world_episode_step_in <= prep_steps
     half = 0.5 * floor_size
     for a in range(_NUM_AGENTS):
         r = wp.float32(0.0)
@@ -862,14 +865,15 @@ def observe_objects(
         mask_out[world, a, i] = mask
 
 
-@wp.kernel
+@wp.func
 def observe_agents(
+    world: wp.int32,
     # Resources:
     prep_steps: int,
     first_box_row: int,
     first_ramp_row: int,
     # Components in:
-    world_episode_step_in: wp.array[wp.int32],
+    world_episode_step_in: wp.int32,
     agent__alive_in: wp.array2d[wp.int32],
     agent__body_row_in: wp.array2d[wp.int32],
     agent__team_in: wp.array2d[wp.int32],
@@ -894,8 +898,7 @@ def observe_agents(
     world_active_out: wp.array2d[wp.float32],
 ):
     """Every agent slot's observation, in its heading frame; padded slots and entities read 0 with mask 0."""
-    world = wp.tid()
-    prep_frac = wp.min(float(world_episode_step_in[world]) / float(wp.max(prep_steps, 1)), 1.0)
+    prep_frac = wp.min(float(world_episode_step_in) / float(wp.max(prep_steps, 1)), 1.0)
     for a in range(_NUM_AGENTS):
         active = agent__alive_in[world, a] != 0
         world_active_out[world, a] = wp.where(active, 1.0, 0.0)

@@ -773,3 +773,55 @@ def test_bundle_refusals_name_the_fix():
     )
     with pytest.raises(ecs.GraphError, match="not an entity component"):
         ecs.bundle("Bad", [Sum])
+
+
+# -- hide-and-seek's ACT, REWARD and OBSERVE systems as @wp.func systems -------------------------
+
+
+def _raw_twin(func) -> wp.Kernel:
+    """The raw per-world kernel a per-world function stands for: ``world = wp.tid()``, singletons
+    passed by value read from their tables at ``[world]``, everything else passed through."""
+    from ecs.codegen import build_kernel, type_expr
+
+    ns = {"F": func}
+    params, args = [], []
+    for name, t in func.input_types.items():
+        if name == "world":
+            args.append("world")
+        elif name.startswith("world_") and not wp.types.is_array(t):
+            params.append(f"{name}: wp.array(dtype={type_expr(t, ns)}, ndim=1)")
+            args.append(f"{name}[world]")
+        else:
+            params.append(f"{name}: {type_expr(t, ns)}")
+            args.append(name)
+    src = f"def raw_{func.key}(\n" + "".join(f"    {p},\n" for p in params) + "):\n"
+    src += f"    world = wp.tid()\n    F({', '.join(args)})\n"
+    return build_kernel(f"raw_{func.key}", src, ns, "test_authoring_twins")
+
+
+def test_hide_and_seek_func_systems_equal_their_raw_kernels():
+    """act_agents, reward_teams and observe_agents are per-world functions on whole tables; launched
+    by the engine's generated kernels they equal the raw kernels they replaced, bit for bit."""
+    import envs
+    from envs.hide_and_seek import kernels
+
+    env = envs.make("hide_and_seek", max_episode_steps=15, prep_fraction=0.2)
+    funcs = {kernels.act_agents.key, kernels.reward_teams.key, kernels.observe_agents.key}
+    assert funcs <= {s.fn.key for s in env.systems if s.is_func}
+    raw = envs.make("hide_and_seek", max_episode_steps=15, prep_fraction=0.2)
+    raw.systems = [
+        ecs.System(_raw_twin(s.fn), s.phase, name=s.name, dim="world") if s.fn.key in funcs else s for s in raw.systems
+    ]
+    a, b = ecs.BatchSim(env, 4, device="cpu", seed=2), ecs.BatchSim(raw, 4, device="cpu", seed=2)
+    g = torch.Generator().manual_seed(9)
+    rewarded = 0.0
+    for _ in range(36):  # two resets
+        for key, high in (("move", 11), ("grab", 2), ("lock", 2)):
+            value = torch.randint(0, high, a.actions[key].shape, generator=g, dtype=torch.int32)
+            a.actions[key].copy_(value)
+            b.actions[key].copy_(value)
+        a.step()
+        b.step()
+        _assert_same(_snapshot(a), _snapshot(b))
+        rewarded += float(a.rewards.abs().sum())
+    assert rewarded > 0
