@@ -825,3 +825,82 @@ def test_hide_and_seek_func_systems_equal_their_raw_kernels():
         _assert_same(_snapshot(a), _snapshot(b))
         rewarded += float(a.rewards.abs().sum())
     assert rewarded > 0
+
+
+# -- a systems/ kernel on bundles: the broadphase against a numpy reference -----------------------
+
+
+def _quat_rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Warp's quaternion (x, y, z, w) applied to ``v``."""
+    u, w = q[:3], q[3]
+    return v + 2.0 * w * np.cross(u, v) + 2.0 * np.cross(u, np.cross(u, v))
+
+
+@pytest.mark.parametrize("broadphase", ["SORT_SWEEP", "ALL_PAIRS"])
+def test_find_pairs_on_bundles_matches_numpy(broadphase):
+    """``collision.find_pairs`` takes its body, joint and pair columns as bundles; its candidate
+    pairs are the numpy ones computed from the boxes it wrote: overlapping boxes with a movable
+    body and no joint between them, and each plane with the movable bodies reaching below it."""
+    import envs
+    from systems import collision
+    from systems.geometry import ShapeType
+    from systems.rigid_body import Response
+
+    mode = int(collision.Broadphase[broadphase])
+    env = envs.make("hide_and_seek", max_episode_steps=30, prep_fraction=0.1)
+    env.resources = {**env.resources, "broadphase": mode}
+    sim = ecs.BatchSim(env, 3, device="cpu", seed=4)
+    task = next(t for t in sim.graph.tasks if t.name == "find_pairs")
+    assert ("column", "body", "aabb_lower") in task.writes and ("column", "body", "locked_by") in task.reads
+    g = torch.Generator().manual_seed(1)
+    checked = 0
+    for _ in range(20):
+        for key, high in (("move", 11), ("grab", 2), ("lock", 2)):
+            sim.actions[key].copy_(torch.randint(0, high, sim.actions[key].shape, generator=g, dtype=torch.int32))
+        sim.step()
+        col = {n: sim.tensor("body", n).numpy() for n in ("alive", "shape", "response", "locked_by", "position")}
+        col["rotation"] = sim.tensor("body", "rotation").numpy()
+        lo, hi = sim.tensor("body", "aabb_lower").numpy(), sim.tensor("body", "aabb_upper").numpy()
+        ended = (sim.terminated | sim.truncated).numpy()
+        for w in np.flatnonzero(~ended):
+            movable = (col["response"][w] == int(Response.DYNAMIC)) & (col["locked_by"][w] == 0)
+            live = col["alive"][w] != 0
+            plane = live & (col["shape"][w] == int(ShapeType.PLANE))
+            joints = {
+                frozenset((int(a), int(b)))
+                for a, b, al in zip(
+                    sim.tensor("joint", "joint_body_a")[w].numpy(),
+                    sim.tensor("joint", "joint_body_b")[w].numpy(),
+                    sim.tensor("joint", "alive")[w].numpy(),
+                    strict=True,
+                )
+                if al != 0
+            }
+            expected = set()
+            nb = len(live)
+            for i in range(nb):
+                for j in range(i + 1, nb):
+                    boxed = live[i] and live[j] and not plane[i] and not plane[j]
+                    overlap = np.all(lo[w, i] <= hi[w, j]) and np.all(lo[w, j] <= hi[w, i])
+                    if boxed and overlap and (movable[i] or movable[j]) and frozenset((i, j)) not in joints:
+                        expected.add((i, j))
+            for p in np.flatnonzero(plane):
+                n = _quat_rotate(col["rotation"][w, p].astype(np.float64), np.array([0.0, 0.0, 1.0]))
+                for i in np.flatnonzero(live & movable & ~plane):
+                    centre, half = (lo[w, i] + hi[w, i]) * 0.5, (hi[w, i] - lo[w, i]) * 0.5
+                    if np.dot(centre - col["position"][w, p], n) - np.abs(n) @ half <= 0.0:
+                        expected.add((min(i, p), max(i, p)))
+            count = int(sim.tensor("world", "pair_count")[w])
+            got = set(
+                zip(
+                    sim.tensor("pair", "pair_body_a")[w, :count].tolist(),
+                    sim.tensor("pair", "pair_body_b")[w, :count].tolist(),
+                    strict=True,
+                )
+            )
+            assert count == len(got) and got == expected, (w, got ^ expected)
+            assert sim.tensor("pair", "alive")[w].tolist() == [1] * count + [0] * (
+                len(sim.tensor("pair", "alive")[w]) - count
+            )
+            checked += len(expected)
+    assert checked > 100
