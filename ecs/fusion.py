@@ -270,14 +270,15 @@ class _Generator:
                 var = f"b{self._temps}"
                 self._temps += 1
                 pre.append(f"{var} = {type_expr(fp.type, self.ns)}()")
-                for cname, _dtype, _shape in bundle_spec(fp.type).fields:
+                spec = bundle_spec(fp.type)
+                for cname, _dtype, _shape in spec.fields:
                     comp = layout.column(layout.archetypes[fp.archetype], cname)
                     col = self.param(
                         f"c_{fp.archetype}__{cname}",
                         ("column", fp.archetype, cname),
                         f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim={2 + len(comp.shape)})",
                     )
-                    pre.append(f"{var}.{cname} = {col}[world]")
+                    pre.append(f"{var}.{cname} = {col}[world]" if spec.view else f"{var}.{cname} = {col}")
                     self._count(fp.archetype, comp, fp.write)
                 args.append(var)
             elif fp.kind == "overflow":

@@ -294,7 +294,7 @@ class TaskGraph:
                     decl = f"{col}: wp.array(dtype={type_expr(dtype, ns)}, ndim={2 + len(shape)})"
                     if decl not in params:
                         params.append(decl)
-                    pre.append(f"{var}.{cname} = {col}[world]")
+                    pre.append(f"{var}.{cname} = {col}[world]" if spec.view else f"{var}.{cname} = {col}")
                     worlds = worlds or col
                 call.append(var)
             elif fp.kind == "param":
@@ -541,11 +541,10 @@ def _check_bundle(layout: Layout, system: System, a: Access, where: str) -> None
             f"{where}: bundle parameter {a.param!r} names no archetype {a.archetype!r} (a bundle parameter is "
             f"<archetype>_in or <archetype>_out). Archetypes: {sorted(layout.archetypes)}"
         )
-    if spec.view != system.is_func:
-        want = "view=True" if system.is_func else "view=False"
+    if spec.view and not system.is_func:
         raise GraphError(
-            f"{where}: bundle {spec.name!r} of parameter {a.param!r} was made with view={spec.view}; a "
-            f"{'@wp.func system' if system.is_func else 'raw kernel'} takes bundles made with {want}"
+            f"{where}: bundle {spec.name!r} of parameter {a.param!r} was made with view=True (one world's rows); "
+            "a raw kernel takes bundles made with view=False (whole columns)"
         )
     for cname, dtype, shape in spec.fields:
         if not arch.has(cname):

@@ -7,7 +7,7 @@ Parameter names are the declaration:
 | ``<component>_in`` / ``<component>_out`` | entity column of every archetype that holds all such components (a query), ``(num_worlds, capacity, *shape)``; ``_out`` may also be read | this row's value (a view ``[*shape]`` for a shaped component) |
 | ``<archetype>__<component>_in`` / ``_out`` | the column of one named archetype | this world's rows of it, a view ``[capacity, *shape]`` indexed by row; ``_out`` from per-world functions only |
 | ``<archetype>__overflow_out`` | its spawn-overflow counter (for ``ecs.spawn``) | the same (for ``ecs.spawn_view``) |
-| ``<archetype>_in`` / ``_out`` annotated with an ``ecs.bundle`` | a struct of whole columns of that archetype, each declared read or written | a struct of this world's views (``ecs.bundle(..., view=True)``) |
+| ``<archetype>_in`` / ``_out`` annotated with an ``ecs.bundle`` | a struct of whole columns of that archetype, each declared read or written | the same, or a struct of this world's views (``ecs.bundle(..., view=True)``) |
 | ``world_<singleton>_in`` / ``_out`` | a per-world singleton, ``(num_worlds, *shape)`` | this world's value (a view ``[*shape]`` for a shaped singleton, such as per-agent actions) |
 | ``world`` / ``row`` (``wp.int32``) | (use ``wp.tid()``) | this world's index; this row's index (per-entity functions only) |
 | a parameter's name | the per-world parameter array (read it with ``ecs.per_world``) | this world's value |
@@ -82,9 +82,9 @@ def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False)
     Args:
         name: the struct's name.
         columns: components (``ecs.Component``) or engine column names (``"alive"``, ``"generation"``).
-        view: False for raw kernels (each field the whole column, ``(num_worlds, capacity, *shape)``,
-            indexed ``[world, row]``); True for ``@wp.func`` systems (one world's rows,
-            ``(capacity, *shape)``, indexed ``[row]``).
+        view: False for whole columns, ``(num_worlds, capacity, *shape)``, indexed ``[world, row]``
+            (raw kernels, and ``@wp.func`` systems that index by their ``world``); True for one
+            world's rows, ``(capacity, *shape)``, indexed ``[row]`` (``@wp.func`` systems only).
 
     Returns:
         The ``@wp.struct`` class, to use as a parameter annotation.
