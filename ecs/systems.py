@@ -81,7 +81,8 @@ def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False)
 
     Args:
         name: the struct's name.
-        columns: components (``ecs.Component``) or engine column names (``"alive"``, ``"generation"``).
+        columns: components (``ecs.Component``), ``(name, dtype)`` or ``(name, dtype, shape)`` tuples
+            (checked against the archetype when bound), or engine column names (``"alive"``, ``"generation"``).
         view: False for whole columns, ``(num_worlds, capacity, *shape)``, indexed ``[world, row]``
             (raw kernels, and ``@wp.func`` systems that index by their ``world``); True for one
             world's rows, ``(capacity, *shape)``, indexed ``[row]`` (``@wp.func`` systems only).
@@ -95,9 +96,13 @@ def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False)
             fields.append((c, wp.int32, ()))
         elif isinstance(c, Component) and not c.singleton:
             fields.append((c.name, c.dtype, c.shape))
+        elif isinstance(c, tuple) and len(c) in (2, 3) and isinstance(c[0], str):
+            comp = Component(c[0], c[1], tuple(c[2]) if len(c) == 3 else ())  # checks name and dtype
+            fields.append((comp.name, comp.dtype, comp.shape))
         else:
             raise GraphError(
-                f"bundle {name!r}: {c!r} is not an entity component or one of the engine columns {list(ENGINE_COLUMNS)}"
+                f"bundle {name!r}: {c!r} is not an entity component, a (name, dtype[, shape]) tuple or one of the "
+                f"engine columns {list(ENGINE_COLUMNS)}"
             )
     if len({f[0] for f in fields}) != len(fields) or not fields:
         raise GraphError(f"bundle {name!r}: list each column once, and at least one, got {[f[0] for f in fields]}")

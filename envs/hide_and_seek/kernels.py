@@ -11,6 +11,7 @@ import enum
 
 import warp as wp
 
+import ecs
 from systems.collision import shape_extent
 from systems.geometry import BOX, PLANE, SPHERE, WEDGE
 from systems.locking import try_lock, try_unlock
@@ -608,6 +609,36 @@ def grabbable(target: int, kind: wp.array2d[wp.int32], world: int) -> int:
     return -1
 
 
+# Column bundles of act_agents (whole columns, indexed [world, row]).
+AgentSlots = ecs.bundle("AgentSlots", ["alive", ("body_row", wp.int32), ("team", wp.int32), ("reach_target", wp.int32)])
+AgentHands = ecs.bundle("AgentHands", [("holding", wp.int32), ("lock_pressed", wp.int32)])
+BodyInertia = ecs.bundle("BodyInertia", [("kind", wp.int32), ("mass", wp.float32), ("inv_inertia", wp.mat33)])
+BodyDrive = ecs.bundle(
+    "BodyDrive",
+    [
+        ("position", wp.vec3),
+        ("rotation", wp.quat),
+        ("linear_velocity", wp.vec3),
+        ("angular_velocity", wp.vec3),
+        ("force", wp.vec3),
+        ("torque", wp.vec3),
+        ("response", wp.int32),
+        ("locked_by", wp.int32),
+    ],
+)
+GrabJoints = ecs.bundle(
+    "GrabJoints",
+    [
+        "alive",
+        ("joint_body_a", wp.int32),
+        ("joint_body_b", wp.int32),
+        ("joint_anchor_a", wp.vec3),
+        ("joint_anchor_b", wp.vec3),
+        ("joint_rotation", wp.quat),
+    ],
+)
+
+
 @wp.func
 def act_agents(
     world: wp.int32,
@@ -622,90 +653,72 @@ def act_agents(
     world_move_in: wp.array2d[wp.vec3i],
     world_grab_in: wp.array2d[wp.int32],
     world_lock_in: wp.array2d[wp.int32],
-    agent__alive_in: wp.array2d[wp.int32],
-    agent__body_row_in: wp.array2d[wp.int32],
-    agent__team_in: wp.array2d[wp.int32],
-    agent__reach_target_in: wp.array2d[wp.int32],
-    body__kind_in: wp.array2d[wp.int32],
-    body__mass_in: wp.array2d[wp.float32],
-    body__inv_inertia_in: wp.array2d[wp.mat33],
+    agent_in: AgentSlots,
+    body_in: BodyInertia,
     # Components out:
-    agent__holding_out: wp.array2d[wp.int32],
-    agent__lock_pressed_out: wp.array2d[wp.int32],
-    body__position_out: wp.array2d[wp.vec3],
-    body__rotation_out: wp.array2d[wp.quat],
-    body__linear_velocity_out: wp.array2d[wp.vec3],
-    body__angular_velocity_out: wp.array2d[wp.vec3],
-    body__force_out: wp.array2d[wp.vec3],
-    body__torque_out: wp.array2d[wp.vec3],
-    body__response_out: wp.array2d[wp.int32],
-    body__locked_by_out: wp.array2d[wp.int32],
-    joint__alive_out: wp.array2d[wp.int32],
-    joint__joint_body_a_out: wp.array2d[wp.int32],
-    joint__joint_body_b_out: wp.array2d[wp.int32],
-    joint__joint_anchor_a_out: wp.array2d[wp.vec3],
-    joint__joint_anchor_b_out: wp.array2d[wp.vec3],
-    joint__joint_rotation_out: wp.array2d[wp.quat],
+    agent_out: AgentHands,
+    body_out: BodyDrive,
+    joint_out: GrabJoints,
 ):
     """Locks, grabs and drive forces of every agent, slots in order; seekers are frozen during preparation."""
     prep = world_episode_step_in <= prep_steps
     # Lock first (a press toggles), so that a box locked this step can no longer be held.
     for a in range(_NUM_AGENTS):
-        if agent__alive_in[world, a] != 0:
-            frozen = prep and agent__team_in[world, a] == 1
+        if agent_in.alive[world, a] != 0:
+            frozen = prep and agent_in.team[world, a] == 1
             pressed = world_lock_in[world, a] != 0 and not frozen
-            target = grabbable(agent__reach_target_in[world, a], body__kind_in, world)
-            if pressed and agent__lock_pressed_out[world, a] == 0 and target >= 0:
-                team = agent__team_in[world, a]
-                if body__locked_by_out[world, target] == 0:
-                    if try_lock(body__locked_by_out, world, target, team):
-                        body__linear_velocity_out[world, target] = wp.vec3(0.0, 0.0, 0.0)
-                        body__angular_velocity_out[world, target] = wp.vec3(0.0, 0.0, 0.0)
+            target = grabbable(agent_in.reach_target[world, a], body_in.kind, world)
+            if pressed and agent_out.lock_pressed[world, a] == 0 and target >= 0:
+                team = agent_in.team[world, a]
+                if body_out.locked_by[world, target] == 0:
+                    if try_lock(body_out.locked_by, world, target, team):
+                        body_out.linear_velocity[world, target] = wp.vec3(0.0, 0.0, 0.0)
+                        body_out.angular_velocity[world, target] = wp.vec3(0.0, 0.0, 0.0)
                 else:
-                    try_unlock(body__locked_by_out, world, target, team)
-            agent__lock_pressed_out[world, a] = wp.where(pressed, 1, 0)
+                    try_unlock(body_out.locked_by, world, target, team)
+            agent_out.lock_pressed[world, a] = wp.where(pressed, 1, 0)
     for a in range(_NUM_AGENTS):
-        me = agent__body_row_in[world, a]
-        if agent__alive_in[world, a] == 0:
-            joint__alive_out[world, a] = 0
-            agent__holding_out[world, a] = 0
+        me = agent_in.body_row[world, a]
+        if agent_in.alive[world, a] == 0:
+            joint_out.alive[world, a] = 0
+            agent_out.holding[world, a] = 0
             continue
-        frozen = prep and agent__team_in[world, a] == 1
+        frozen = prep and agent_in.team[world, a] == 1
         want = world_grab_in[world, a] != 0 and not frozen
-        holding = agent__holding_out[world, a] != 0
+        holding = agent_out.holding[world, a] != 0
         if holding:
-            held = joint__joint_body_b_out[world, a]
-            if not want or body__locked_by_out[world, held] != 0:
+            held = joint_out.joint_body_b[world, a]
+            if not want or body_out.locked_by[world, held] != 0:
                 holding = False
         elif want:
-            target = grabbable(agent__reach_target_in[world, a], body__kind_in, world)
+            target = grabbable(agent_in.reach_target[world, a], body_in.kind, world)
             if target >= 0:  # noqa: SIM102 (Warp does not short-circuit: target may be -1)
-                if body__locked_by_out[world, target] == 0:
-                    qa = body__rotation_out[world, me]
-                    qb = body__rotation_out[world, target]
-                    xa = body__position_out[world, me]
-                    xb = body__position_out[world, target]
-                    joint__joint_body_a_out[world, a] = me
-                    joint__joint_body_b_out[world, a] = target
-                    joint__joint_anchor_a_out[world, a] = wp.quat_rotate_inv(qa, xb - xa)
-                    joint__joint_anchor_b_out[world, a] = wp.vec3(0.0, 0.0, 0.0)
-                    joint__joint_rotation_out[world, a] = wp.quat_inverse(qa) * qb
+                if body_out.locked_by[world, target] == 0:
+                    qa = body_out.rotation[world, me]
+                    qb = body_out.rotation[world, target]
+                    xa = body_out.position[world, me]
+                    xb = body_out.position[world, target]
+                    joint_out.joint_body_a[world, a] = me
+                    joint_out.joint_body_b[world, a] = target
+                    joint_out.joint_anchor_a[world, a] = wp.quat_rotate_inv(qa, xb - xa)
+                    joint_out.joint_anchor_b[world, a] = wp.vec3(0.0, 0.0, 0.0)
+                    joint_out.joint_rotation[world, a] = wp.quat_inverse(qa) * qb
                     holding = True
-        joint__alive_out[world, a] = wp.where(holding, 1, 0)
-        agent__holding_out[world, a] = wp.where(holding, 1, 0)
+        joint_out.alive[world, a] = wp.where(holding, 1, 0)
+        agent_out.holding[world, a] = wp.where(holding, 1, 0)
         if frozen:
-            body__response_out[world, me] = KINEMATIC
-            body__linear_velocity_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
-            body__angular_velocity_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
-            body__force_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
-            body__torque_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body_out.response[world, me] = KINEMATIC
+            body_out.linear_velocity[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body_out.angular_velocity[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body_out.force[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body_out.torque[world, me] = wp.vec3(0.0, 0.0, 0.0)
         else:
-            body__response_out[world, me] = DYNAMIC
+            body_out.response[world, me] = DYNAMIC
             m = world_move_in[world, a]
-            v = body__linear_velocity_out[world, me]
-            w = body__angular_velocity_out[world, me]
-            mass = body__mass_in[world, me]
-            izz = body__inv_inertia_in[world, me][2, 2]
+            v = body_out.linear_velocity[world, me]
+            w = body_out.angular_velocity[world, me]
+            mass = body_in.mass[world, me]
+            izz = body_in.inv_inertia[world, me][2, 2]
             # Bins 0..10 around 5 (no force), in the world frame as OpenAI's slide joints; a drag
             # term bounds the speed the way MuJoCo's joint damping does.
             fx = move_force * float(m[0] - 5) / 5.0 - move_damping * mass * v[0]
@@ -713,8 +726,8 @@ def act_agents(
             tz = turn_torque * float(m[2] - 5) / 5.0
             if izz > 0.0:
                 tz = tz - turn_damping * w[2] / izz
-            body__force_out[world, me] = wp.vec3(fx, fy, 0.0)
-            body__torque_out[world, me] = wp.vec3(0.0, 0.0, tz)
+            body_out.force[world, me] = wp.vec3(fx, fy, 0.0)
+            body_out.torque[world, me] = wp.vec3(0.0, 0.0, tz)
 
 
 @wp.func

@@ -585,7 +585,6 @@ class Vel:
 HIST = ecs.Component("hist", wp.float32, shape=(3,), doc="The last 3 positions [m].")
 Ball = ecs.bundle("Ball", [Pos, Vel, HIST, "alive"])
 BallView = ecs.bundle("BallView", [Pos, Vel, HIST, "alive"], view=True)
-BallPos = ecs.bundle("BallPos", [Pos])
 
 
 @ecs.component(singleton=True)
@@ -789,7 +788,7 @@ def test_bundle_refusals_name_the_fix():
     assert "names no archetype 'balls'" in _bundle_refused(ecs.System(wrong_archetype, P, dim="world"))
     assert "a raw kernel takes bundles made with view=False" in _bundle_refused(ecs.System(view_in_raw, P, dim="world"))
     assert "may not write a bundle" in _bundle_refused(ecs.System(entity_writes_bundle, P))
-    wrong = ecs.bundle("Wrong", [ecs.Component("pos", wp.vec2)])
+    wrong = ecs.bundle("Wrong", [("pos", wp.vec2)])  # a (name, dtype) tuple, checked when bound
 
     @wp.kernel
     def wrong_dtype(ball_in: wrong, world_sum_out: wp.array(dtype=wp.float32)):
@@ -800,6 +799,8 @@ def test_bundle_refusals_name_the_fix():
     )
     with pytest.raises(ecs.GraphError, match="not an entity component"):
         ecs.bundle("Bad", [Sum])
+    with pytest.raises(ecs.GraphError, match="list each column once"):
+        ecs.bundle("Twice", [Pos, ("pos", wp.float32)])
 
 
 # -- hide-and-seek's ACT, REWARD and OBSERVE systems as @wp.func systems -------------------------
