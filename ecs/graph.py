@@ -553,7 +553,8 @@ def _check_bundle(layout: Layout, system: System, a: Access, where: str) -> None
                 f"It has: {sorted(c.name for c in arch.components)} plus alive, generation"
             )
         comp = layout.column(arch, cname)
-        if not wp.types.types_equal(comp.dtype, dtype) or comp.shape != shape:
+        sized = len(comp.shape) == len(shape) and all(n < 0 or n == m for n, m in zip(shape, comp.shape, strict=True))
+        if not wp.types.types_equal(comp.dtype, dtype) or not sized:
             raise GraphError(
                 f"{where}: bundle {spec.name!r} ({a.param!r}) holds {cname!r} as {wp.types.type_repr(dtype)}{shape}, "
                 f"but archetype {arch.name!r} stores {wp.types.type_repr(comp.dtype)}{comp.shape}"

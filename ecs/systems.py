@@ -82,7 +82,9 @@ def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False)
     Args:
         name: the struct's name.
         columns: components (``ecs.Component``), ``(name, dtype)`` or ``(name, dtype, shape)`` tuples
-            (checked against the archetype when bound), or engine column names (``"alive"``, ``"generation"``).
+            (checked against the archetype when bound; an int instead of the shape gives the number of
+            trailing axes and leaves their sizes to the archetype), or engine column names (``"alive"``,
+            ``"generation"``).
         view: False for whole columns, ``(num_worlds, capacity, *shape)``, indexed ``[world, row]``
             (raw kernels, and ``@wp.func`` systems that index by their ``world``); True for one
             world's rows, ``(capacity, *shape)``, indexed ``[row]`` (``@wp.func`` systems only).
@@ -97,8 +99,10 @@ def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False)
         elif isinstance(c, Component) and not c.singleton:
             fields.append((c.name, c.dtype, c.shape))
         elif isinstance(c, tuple) and len(c) in (2, 3) and isinstance(c[0], str):
-            comp = Component(c[0], c[1], tuple(c[2]) if len(c) == 3 else ())  # checks name and dtype
-            fields.append((comp.name, comp.dtype, comp.shape))
+            # A trailing-axes count instead of a shape leaves the sizes to the archetype (config-sized columns).
+            axes = c[2] if len(c) == 3 and isinstance(c[2], int) else None
+            comp = Component(c[0], c[1], tuple(c[2]) if len(c) == 3 and axes is None else ())  # checks name, dtype
+            fields.append((comp.name, comp.dtype, comp.shape if axes is None else (-1,) * axes))
         else:
             raise GraphError(
                 f"bundle {name!r}: {c!r} is not an entity component, a (name, dtype[, shape]) tuple or one of the "

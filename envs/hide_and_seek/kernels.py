@@ -878,6 +878,25 @@ def observe_objects(
         mask_out[world, a, i] = mask
 
 
+# Column bundles of observe_agents (whole columns, indexed [world, row]).
+AgentSenses = ecs.bundle(
+    "AgentSenses",
+    ["alive", ("body_row", wp.int32), ("team", wp.int32), ("lidar", wp.float32, 1), ("visible", wp.int32, 1)],
+)
+BodyMotion = ecs.bundle(
+    "BodyMotion",
+    [
+        "alive",
+        ("size", wp.vec3),
+        ("position", wp.vec3),
+        ("rotation", wp.quat),
+        ("linear_velocity", wp.vec3),
+        ("angular_velocity", wp.vec3),
+        ("locked_by", wp.int32),
+    ],
+)
+
+
 @wp.func
 def observe_agents(
     world: wp.int32,
@@ -887,18 +906,8 @@ def observe_agents(
     first_ramp_row: int,
     # Components in:
     world_episode_step_in: wp.int32,
-    agent__alive_in: wp.array2d[wp.int32],
-    agent__body_row_in: wp.array2d[wp.int32],
-    agent__team_in: wp.array2d[wp.int32],
-    agent__lidar_in: wp.array3d[wp.float32],
-    agent__visible_in: wp.array3d[wp.int32],
-    body__alive_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__position_in: wp.array2d[wp.vec3],
-    body__rotation_in: wp.array2d[wp.quat],
-    body__linear_velocity_in: wp.array2d[wp.vec3],
-    body__angular_velocity_in: wp.array2d[wp.vec3],
-    body__locked_by_in: wp.array2d[wp.int32],
+    agent_in: AgentSenses,
+    body_in: BodyMotion,
     # Components out:
     world_self_obs_out: wp.array2d[SelfVec],
     world_agents_obs_out: wp.array3d[AgentVec],
@@ -913,16 +922,16 @@ def observe_agents(
     """Every agent slot's observation, in its heading frame; padded slots and entities read 0 with mask 0."""
     prep_frac = wp.min(float(world_episode_step_in) / float(wp.max(prep_steps, 1)), 1.0)
     for a in range(_NUM_AGENTS):
-        active = agent__alive_in[world, a] != 0
+        active = agent_in.alive[world, a] != 0
         world_active_out[world, a] = wp.where(active, 1.0, 0.0)
-        me = agent__body_row_in[world, a]
-        team = agent__team_in[world, a]
-        x = body__position_in[world, me]
-        q = body__rotation_in[world, me]
+        me = agent_in.body_row[world, a]
+        team = agent_in.team[world, a]
+        x = body_in.position[world, me]
+        q = body_in.rotation[world, me]
         yaw = yaw_of(q)
         yc = wp.cos(yaw)
         ys = wp.sin(yaw)
-        v = body__linear_velocity_in[world, me]
+        v = body_in.linear_velocity[world, me]
         sf = SelfVec()
         if active:
             sf[0] = x[0]
@@ -933,29 +942,29 @@ def observe_agents(
             sf[5] = v[2]
             sf[6] = yc
             sf[7] = ys
-            sf[8] = body__angular_velocity_in[world, me][2]
+            sf[8] = body_in.angular_velocity[world, me][2]
             sf[9] = float(team)
             sf[10] = prep_frac
         world_self_obs_out[world, a] = sf
         for k in range(world_lidar_obs_out.shape[2]):
-            world_lidar_obs_out[world, a, k] = wp.where(active, agent__lidar_in[world, a, k], 0.0)
+            world_lidar_obs_out[world, a, k] = wp.where(active, agent_in.lidar[world, a, k], 0.0)
         k = wp.int32(0)
         for o in range(_NUM_AGENTS):
             if o != a:
                 fa = AgentVec()
                 mask = wp.float32(0.0)
-                if active and agent__alive_in[world, o] != 0:
-                    other = agent__body_row_in[world, o]
-                    p = to_frame(yc, ys, body__position_in[world, other] - x)
-                    dv = to_frame(yc, ys, body__linear_velocity_in[world, other] - v)
+                if active and agent_in.alive[world, o] != 0:
+                    other = agent_in.body_row[world, o]
+                    p = to_frame(yc, ys, body_in.position[world, other] - x)
+                    dv = to_frame(yc, ys, body_in.linear_velocity[world, other] - v)
                     fa[0] = p[0]
                     fa[1] = p[1]
                     fa[2] = p[2]
                     fa[3] = dv[0]
                     fa[4] = dv[1]
                     fa[5] = dv[2]
-                    fa[6] = float(agent__team_in[world, o])
-                    mask = float(agent__visible_in[world, a, other])
+                    fa[6] = float(agent_in.team[world, o])
+                    mask = float(agent_in.visible[world, a, other])
                 world_agents_obs_out[world, a, k] = fa
                 world_agents_mask_out[world, a, k] = mask
                 k += 1
@@ -969,13 +978,13 @@ def observe_agents(
             ys,
             yaw,
             team,
-            body__alive_in,
-            body__size_in,
-            body__position_in,
-            body__rotation_in,
-            body__linear_velocity_in,
-            body__locked_by_in,
-            agent__visible_in,
+            body_in.alive,
+            body_in.size,
+            body_in.position,
+            body_in.rotation,
+            body_in.linear_velocity,
+            body_in.locked_by,
+            agent_in.visible,
             world_boxes_obs_out,
             world_boxes_mask_out,
         )
@@ -989,13 +998,13 @@ def observe_agents(
             ys,
             yaw,
             team,
-            body__alive_in,
-            body__size_in,
-            body__position_in,
-            body__rotation_in,
-            body__linear_velocity_in,
-            body__locked_by_in,
-            agent__visible_in,
+            body_in.alive,
+            body_in.size,
+            body_in.position,
+            body_in.rotation,
+            body_in.linear_velocity,
+            body_in.locked_by,
+            agent_in.visible,
             world_ramps_obs_out,
             world_ramps_mask_out,
         )

@@ -797,6 +797,15 @@ def test_bundle_refusals_name_the_fix():
     assert "holds 'pos' as vec2f(), but archetype 'ball' stores float32()" in _bundle_refused(
         ecs.System(wrong_dtype, P, dim="world")
     )
+    axes = ecs.bundle("Axes", [("hist", wp.float32, 2)])  # two trailing axes; the column has one
+
+    @wp.kernel
+    def wrong_axes(ball_in: axes, world_sum_out: wp.array(dtype=wp.float32)):
+        _world = wp.tid()
+
+    assert "holds 'hist' as float32(-1, -1), but archetype 'ball' stores float32(3,)" in _bundle_refused(
+        ecs.System(wrong_axes, P, dim="world")
+    )
     with pytest.raises(ecs.GraphError, match="not an entity component"):
         ecs.bundle("Bad", [Sum])
     with pytest.raises(ecs.GraphError, match="list each column once"):
