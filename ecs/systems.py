@@ -5,10 +5,10 @@ Parameter names are the declaration:
 | name | in a raw ``@wp.kernel`` | in a ``@wp.func`` system |
 |---|---|---|
 | ``<component>_in`` / ``<component>_out`` | entity column of every archetype that holds all such components (a query), ``(num_worlds, capacity, *shape)``; ``_out`` may also be read | this row's value (a view ``[*shape]`` for a shaped component) |
-| ``<archetype>__<component>_in`` / ``_out`` | the column of one named archetype | this world's rows of it, a view ``[capacity, *shape]`` indexed by row; ``_out`` from per-world functions only |
+| ``<archetype>__<component>_in`` / ``_out`` | the column of one named archetype | this world's rows of it, a view ``[capacity, *shape]`` indexed by row, or the whole table when annotated with the world axis (``[world, row]``, as in a raw kernel); ``_out`` from per-world functions only |
 | ``<archetype>__overflow_out`` | its spawn-overflow counter (for ``ecs.spawn``) | the same (for ``ecs.spawn_view``) |
 | ``<archetype>_in`` / ``_out`` annotated with an ``ecs.bundle`` | a struct of whole columns of that archetype, each declared read or written | the same, or a struct of this world's views (``ecs.bundle(..., view=True)``) |
-| ``world_<singleton>_in`` / ``_out`` | a per-world singleton, ``(num_worlds, *shape)`` | this world's value (a view ``[*shape]`` for a shaped singleton, such as per-agent actions) |
+| ``world_<singleton>_in`` / ``_out`` | a per-world singleton, ``(num_worlds, *shape)`` | this world's value (a view ``[*shape]`` for a shaped singleton, such as per-agent actions), or the whole table when annotated with the world axis (not for the engine's unshaped singletons) |
 | ``world`` / ``row`` (``wp.int32``) | (use ``wp.tid()``) | this world's index; this row's index (per-entity functions only) |
 | a parameter's name | the per-world parameter array (read it with ``ecs.per_world``) | this world's value |
 | anything else | a resource: a scalar from the env's resources or config | the same |
@@ -23,7 +23,8 @@ row of each matching archetype), else per-world (one call per world). The engine
 kernel around it: world indexing, the alive check, and for RESET functions the reset gate. It
 returns the new value of each unshaped ``_out`` value in order; views (shaped singletons and
 components, other archetypes' rows, bundles) are written in place. A function sees only its
-own world, so an env of functions fuses into one kernel per step (``ecs.fusion``). Per-entity
+own world (a function taking whole tables must index them with its ``world`` only), so an env
+of functions fuses into one kernel per step (``ecs.fusion``). Per-entity
 functions may not write singletons or other archetypes' rows, nor read through a view the rows
 they write themselves: threads of one world would race.
 """
