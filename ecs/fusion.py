@@ -1,11 +1,13 @@
 """Fusion: a whole step (or K steps) of a world-local environment as one generated kernel.
 
 An environment whose systems are all ``@wp.func`` systems (per-world or per-entity) touches
-nothing outside its own world, so the engine can run the entire step for one world in one
-thread: episode bookkeeping, the phases in order, the same-step reset and the observations.
-Singletons live in local variables (registers) across systems; on CUDA also across the K steps
-of one launch, stored once at the end; on CPU a thread steps a block of worlds in turn, K
-times, so their state stays in the L1 cache. Entity columns are read and written in place.
+nothing outside its own world (see ``why_not_fusable``), so the engine can run the entire step
+for one world in one thread: episode bookkeeping, the phases in order, the same-step reset and
+the observations. Unshaped singletons live in local variables (registers) across systems
+(shaped ones, and those a function takes as a whole table, stay in memory); on CUDA also across
+the K steps of one launch, stored once at the end; on CPU a thread steps a block of worlds in
+turn, K times, so their state stays in the L1 cache. Entity columns are read and written in
+place.
 
 Fused and unfused runs execute the same functions on the same values in the same order, so on
 CPU they are bit-identical (tested).
@@ -47,15 +49,16 @@ class FusedKernel:
 def why_not_fusable(graph: TaskGraph, env: EnvSpec) -> str | None:
     """None when the env can be fused, else the reason.
 
-    The rule: every system must be a ``@wp.func`` system. Such a system only ever sees one world:
-    values and views of that world's rows and singletons (its own row for a per-entity system,
-    the rows of named archetypes for a per-world one), so the whole step of a world can run in
-    one thread, systems in graph order, each task over all its rows before the next. A system
-    reading rows that an earlier system of the same step wrote (another archetype's, or its own
-    through a named view) sees them written, as in the unfused step. What the graph refuses
-    anyway (a per-entity function writing a singleton or another archetype, or reading through a
-    view the rows it writes itself: threads of one world would race) never reaches fusion. A raw
-    kernel picks its own launch shape and may index any world, so it is never fused.
+    The rule: every system must be a ``@wp.func`` system. Such a system sees one world: values
+    and views of that world's rows and singletons (its own row for a per-entity system, the rows
+    of named archetypes for a per-world one), or whole tables that it indexes with its ``world``
+    alone (the contract of a function taking tables). So the whole step of a world can run in one
+    thread, systems in graph order, each task over all its rows before the next. A system reading
+    rows that an earlier system of the same step wrote (another archetype's, or its own through a
+    named view) sees them written, as in the unfused step. What the graph refuses anyway (a
+    per-entity function writing a singleton or another archetype, or reading through a view the
+    rows it writes itself: threads of one world would race) never reaches fusion. A raw kernel
+    picks its own launch shape and may index any world, so it is never fused.
     """
     for task in graph.tasks:
         if not task.system.is_func:

@@ -285,7 +285,7 @@ class TaskGraph:
                 params.append(f"{fp.name}: wp.array(dtype=wp.int32, ndim=1)")
                 call.append(fp.name)
             elif fp.kind == "bundle":
-                # A one-world view of each column, gathered into the struct inside the kernel.
+                # The columns (whole, or this world's views) gathered into the struct inside the kernel.
                 spec = bundle_spec(fp.type)
                 var = f"b_{fp.name}"
                 pre.append(f"{var} = {type_expr(fp.type, ns)}()")
@@ -506,15 +506,8 @@ def func_params(system: System, layout: Layout, where: str) -> list[FuncParam]:
                 or ptype.ndim != ndim
                 or (ptype.dtype is not Any and not wp.types.types_equal(ptype.dtype, dtype))
             ):
-                table = (
-                    f" (or ndim={ndim + 1} for the whole table, indexed [world, ...])"
-                    if fp.kind
-                    in (
-                        "qualified",
-                        "singleton",
-                    )
-                    else ""
-                )
+                tables = fp.kind in ("qualified", "singleton") and not fp.table
+                table = f" (or ndim={ndim + 1} for the whole table, indexed [world, ...])" if tables else ""
                 raise GraphError(
                     f"{where}: parameter {pname!r} is {what}: annotate it "
                     f"wp.array(dtype={wp.types.type_repr(dtype)}, ndim={ndim}){table}, not {wp.types.type_repr(ptype)}"
