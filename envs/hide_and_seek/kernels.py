@@ -64,30 +64,44 @@ _GRID_STEP = wp.constant(0.1)
 _TEAM_ATTEMPTS = wp.constant(8)
 
 
-@wp.struct
-class Bodies:
-    """The body columns a reset writes."""
-
-    alive: wp.array2d[wp.int32]
-    generation: wp.array2d[wp.int32]
-    kind: wp.array2d[wp.int32]
-    shape: wp.array2d[wp.int32]
-    size: wp.array2d[wp.vec3]
-    position: wp.array2d[wp.vec3]
-    rotation: wp.array2d[wp.quat]
-    linear_velocity: wp.array2d[wp.vec3]
-    angular_velocity: wp.array2d[wp.vec3]
-    mass: wp.array2d[wp.float32]
-    inv_inertia: wp.array2d[wp.mat33]
-    response: wp.array2d[wp.int32]
-    friction: wp.array2d[wp.float32]
-    restitution: wp.array2d[wp.float32]
-    force: wp.array2d[wp.vec3]
-    torque: wp.array2d[wp.vec3]
-    prev_position: wp.array2d[wp.vec3]
-    prev_rotation: wp.array2d[wp.quat]
-    locked_by: wp.array2d[wp.int32]
-    sweep_order: wp.array2d[wp.int32]
+# The body columns a reset writes, one parameter (``body_out``) bound by the engine.
+Bodies = ecs.bundle(
+    "Bodies",
+    [
+        "alive",
+        "generation",
+        ("kind", wp.int32),
+        ("shape", wp.int32),
+        ("size", wp.vec3),
+        ("position", wp.vec3),
+        ("rotation", wp.quat),
+        ("linear_velocity", wp.vec3),
+        ("angular_velocity", wp.vec3),
+        ("mass", wp.float32),
+        ("inv_inertia", wp.mat33),
+        ("response", wp.int32),
+        ("friction", wp.float32),
+        ("restitution", wp.float32),
+        ("force", wp.vec3),
+        ("torque", wp.vec3),
+        ("prev_position", wp.vec3),
+        ("prev_rotation", wp.quat),
+        ("locked_by", wp.int32),
+        ("sweep_order", wp.int32),
+    ],
+)
+# The agent columns a reset writes.
+AgentSlotsReset = ecs.bundle(
+    "AgentSlotsReset",
+    [
+        "alive",
+        ("body_row", wp.int32),
+        ("team", wp.int32),
+        ("holding", wp.int32),
+        ("lock_pressed", wp.int32),
+        ("reach_target", wp.int32),
+    ],
+)
 
 
 @wp.func
@@ -302,73 +316,29 @@ def reset_level(
     world_reset_in: wp.array[wp.int32],
     # Components out:
     world_rng_out: wp.array[wp.uint32],
-    body__alive_out: wp.array2d[wp.int32],
-    body__generation_out: wp.array2d[wp.int32],
-    body__kind_out: wp.array2d[wp.int32],
-    body__shape_out: wp.array2d[wp.int32],
-    body__size_out: wp.array2d[wp.vec3],
-    body__position_out: wp.array2d[wp.vec3],
-    body__rotation_out: wp.array2d[wp.quat],
-    body__linear_velocity_out: wp.array2d[wp.vec3],
-    body__angular_velocity_out: wp.array2d[wp.vec3],
-    body__mass_out: wp.array2d[wp.float32],
-    body__inv_inertia_out: wp.array2d[wp.mat33],
-    body__response_out: wp.array2d[wp.int32],
-    body__friction_out: wp.array2d[wp.float32],
-    body__restitution_out: wp.array2d[wp.float32],
-    body__force_out: wp.array2d[wp.vec3],
-    body__torque_out: wp.array2d[wp.vec3],
-    body__prev_position_out: wp.array2d[wp.vec3],
-    body__prev_rotation_out: wp.array2d[wp.quat],
-    body__locked_by_out: wp.array2d[wp.int32],
-    body__sweep_order_out: wp.array2d[wp.int32],
+    body_out: Bodies,
     joint__alive_out: wp.array2d[wp.int32],
-    agent__alive_out: wp.array2d[wp.int32],
-    agent__body_row_out: wp.array2d[wp.int32],
-    agent__team_out: wp.array2d[wp.int32],
-    agent__holding_out: wp.array2d[wp.int32],
-    agent__lock_pressed_out: wp.array2d[wp.int32],
-    agent__reach_target_out: wp.array2d[wp.int32],
+    agent_out: AgentSlotsReset,
 ):
     """A new level for every world being reset: the fixed layout if one is given, else a procedural one."""
     world = wp.tid()
     if world_reset_in[world] == 0:
         return
-    b = Bodies()
-    b.alive = body__alive_out
-    b.generation = body__generation_out
-    b.kind = body__kind_out
-    b.shape = body__shape_out
-    b.size = body__size_out
-    b.position = body__position_out
-    b.rotation = body__rotation_out
-    b.linear_velocity = body__linear_velocity_out
-    b.angular_velocity = body__angular_velocity_out
-    b.mass = body__mass_out
-    b.inv_inertia = body__inv_inertia_out
-    b.response = body__response_out
-    b.friction = body__friction_out
-    b.restitution = body__restitution_out
-    b.force = body__force_out
-    b.torque = body__torque_out
-    b.prev_position = body__prev_position_out
-    b.prev_rotation = body__prev_rotation_out
-    b.locked_by = body__locked_by_out
-    b.sweep_order = body__sweep_order_out
-    nb = body__alive_out.shape[1]
+    b = body_out
+    nb = b.alive.shape[1]
     for i in range(nb):
-        body__alive_out[world, i] = 0
-        body__kind_out[world, i] = 0
-        body__sweep_order_out[world, i] = -1
+        b.alive[world, i] = 0
+        b.kind[world, i] = 0
+        b.sweep_order[world, i] = -1
     for j in range(joint__alive_out.shape[1]):
         joint__alive_out[world, j] = 0
-    for a in range(agent__alive_out.shape[1]):
-        agent__alive_out[world, a] = 0
-        agent__body_row_out[world, a] = first_agent_row + a
-        agent__team_out[world, a] = wp.where(a < _MAX_TEAM, 0, 1)
-        agent__holding_out[world, a] = 0
-        agent__lock_pressed_out[world, a] = 0
-        agent__reach_target_out[world, a] = -1
+    for a in range(agent_out.alive.shape[1]):
+        agent_out.alive[world, a] = 0
+        agent_out.body_row[world, a] = first_agent_row + a
+        agent_out.team[world, a] = wp.where(a < _MAX_TEAM, 0, 1)
+        agent_out.holding[world, a] = 0
+        agent_out.lock_pressed[world, a] = 0
+        agent_out.reach_target[world, a] = -1
     put_body(
         b,
         world,
@@ -445,7 +415,7 @@ def reset_level(
                 DYNAMIC,
                 agent_friction,
             )
-            agent__alive_out[world, slot] = 1
+            agent_out.alive[world, slot] = 1
         world_rng_out[world] = state
         return
 
@@ -589,12 +559,12 @@ def reset_level(
                         DYNAMIC,
                         agent_friction,
                     )
-                    agent__alive_out[world, slot] = 1
+                    agent_out.alive[world, slot] = 1
                 if ok or attempt == _TEAM_ATTEMPTS - 1:
                     done = True
                 else:
                     for k in range(count):
-                        body__alive_out[world, first_agent_row + team * _MAX_TEAM + k] = 0
+                        b.alive[world, first_agent_row + team * _MAX_TEAM + k] = 0
     world_rng_out[world] = state
 
 
