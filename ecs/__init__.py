@@ -36,7 +36,7 @@ from .funcs import (
 from .graph import TaskGraph
 from .schema import Action, Archetype, Component, EnvSpec, Observation, Param, Phase, component
 from .sim import BatchSim
-from .systems import System, bundle, system
+from .systems import System, bundle, resource_bundle, system
 
 __version__ = "0.1.0"
 
@@ -75,6 +75,7 @@ __all__ = [
     "load_config",
     "make_handle",
     "per_world",
+    "resource_bundle",
     "spawn",
     "spawn_view",
     "system",

@@ -234,6 +234,9 @@ class TaskGraph:
                 task.reads.add(key)
                 task.sources.append((a.param, source))
                 continue
+            elif getattr(ptype, "ecs_resources", None) is not None:
+                task.sources.append((a.param, ("value", _resource_struct(layout, ptype, a.param, where))))
+                continue
             else:
                 value = _resource(layout, a.name)
                 if value is _MISSING:
@@ -572,6 +575,25 @@ def _resource(layout: Layout, name: str) -> Any:
     if cfg is not None and hasattr(cfg, name):
         return getattr(cfg, name)
     return _MISSING
+
+
+def _resource_struct(layout: Layout, struct: Any, param: str, where: str) -> Any:
+    """An instance of an ``ecs.resource_bundle`` struct, each field the resource or config value of its name."""
+    value = struct()
+    for name in struct.ecs_resources:
+        v = _resource(layout, name)
+        if v is _MISSING:
+            cfg = layout.resources.get("__config__")
+            cfg_fields = sorted(f.name for f in fields(cfg)) if is_dataclass(cfg) else []
+            raise GraphError(
+                f"{where}: field {name!r} of resource bundle {param!r} is no resource or config field. Resources: "
+                f"{sorted(k for k in layout.resources if k != '__config__')}; config fields: {cfg_fields}"
+            )
+        try:
+            setattr(value, name, v)
+        except (TypeError, ValueError) as e:
+            raise GraphError(f"{where}: field {name!r} of resource bundle {param!r} cannot hold {v!r}: {e}") from None
+    return value
 
 
 def _check_array(where: str, param: str, ptype: Any, dtype: Any, ndim: int) -> None:

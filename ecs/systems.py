@@ -11,7 +11,7 @@ Parameter names are the declaration:
 | ``world_<singleton>_in`` / ``_out`` | a per-world singleton, ``(num_worlds, *shape)`` | this world's value (a view ``[*shape]`` for a shaped singleton, such as per-agent actions), or the whole table when annotated with the world axis (not for the engine's unshaped singletons) |
 | ``world`` / ``row`` (``wp.int32``) | (use ``wp.tid()``) | this world's index; this row's index (per-entity functions only) |
 | a parameter's name | the per-world parameter array (read it with ``ecs.per_world``) | this world's value |
-| anything else | a resource: a scalar from the env's resources or config | the same |
+| anything else | a resource: a scalar from the env's resources or config (or an ``ecs.resource_bundle`` struct of them) | the same |
 
 A raw ``@wp.kernel`` picks its launch shape with ``dim`` ("entity": ``(num_worlds, capacity)``
 of the matched archetype, "world": ``num_worlds``, or a callable of the simulation). A raw
@@ -117,6 +117,29 @@ def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False)
     cls = type(name, (), {"__annotations__": annotations, "__module__": caller, "__qualname__": name})
     struct = wp.struct(cls)
     struct.ecs_bundle = BundleSpec(name, tuple(fields), view)
+    return struct
+
+
+def resource_bundle(name: str, fields: dict[str, Any]) -> Any:
+    """A Warp struct of resources: one kernel parameter standing for several scalars.
+
+    The engine fills field ``f`` with the env resource or config field named ``f`` when the graph
+    is built (a missing one is a ``GraphError``); name the parameter as you like.
+
+    ```python
+    Level = ecs.resource_bundle("Level", {"floor_size": float, "max_rooms": int, "ramp_size": wp.vec3})
+    ```
+
+    Args:
+        name: the struct's name.
+        fields: resource name to Warp scalar, vector or matrix type.
+    """
+    if not fields:
+        raise GraphError(f"resource bundle {name!r}: give at least one field")
+    caller = sys._getframe(1).f_globals.get("__name__", __name__)
+    cls = type(name, (), {"__annotations__": dict(fields), "__module__": caller, "__qualname__": name})
+    struct = wp.struct(cls)
+    struct.ecs_resources = tuple(fields)
     return struct
 
 

@@ -748,6 +748,60 @@ def test_whole_column_bundles_in_func_systems_equal_views():
     assert views.terminated.any() or int(views.tensor("world", "episode").sum()) > 11
 
 
+BallRes = ecs.resource_bundle("BallRes", {"kick": float, "limit": float})
+
+
+@wp.kernel
+def push_balls_res(res: BallRes, ball_out: Ball):
+    """``push_balls`` with its resource from a resource bundle."""
+    world, row = wp.tid()
+    if ball_out.alive[world, row] == 0:
+        return
+    v = ball_out.vel[world, row] + res.kick * float(row + 1)
+    ball_out.vel[world, row] = v
+    for i in range(2):
+        ball_out.hist[world, row, i] = ball_out.hist[world, row, i + 1]
+    ball_out.hist[world, row, 2] = ball_out.pos[world, row]
+
+
+@wp.func
+def judge_balls_res(res: BallRes, world_sum_in: wp.float32, world_terminated_out: wp.bool):
+    return world_sum_in > res.limit
+
+
+def test_resource_bundles_fill_from_resources():
+    def env(pusher, judge):
+        return _ball_env(
+            ecs.System(move_balls, ecs.Phase.PHYSICS),
+            ecs.System(sum_balls, ecs.Phase.REWARD),
+            ecs.System(judge, ecs.Phase.REWARD),
+            ecs.System(reset_balls, ecs.Phase.RESET),
+            *([ecs.System(pusher, ecs.Phase.OBSERVE, dim="entity")] if pusher else []),
+        )
+
+    plain = ecs.BatchSim(env(push_balls, judge_balls), 7, device="cpu")
+    bundled = ecs.BatchSim(env(push_balls_res, judge_balls_res), 7, device="cpu")
+    for _ in range(12):
+        for sim in (plain, bundled):
+            sim.step()
+        _assert_same(_snapshot(bundled), _snapshot(plain))
+    assert int(plain.tensor("world", "episode").sum()) > 7  # the limit ended episodes
+    fused = ecs.BatchSim(env(None, judge_balls_res), 7, device="cpu", fuse=True)
+    unfused = ecs.BatchSim(env(None, judge_balls_res), 7, device="cpu", fuse=False)
+    for _ in range(12):
+        for sim in (fused, unfused):
+            sim.step()
+        _assert_same(_snapshot(fused), _snapshot(unfused))
+    missing = ecs.resource_bundle("Missing", {"kick": float, "stiffness": float})
+
+    @wp.func
+    def judge_missing(res: missing, world_sum_in: wp.float32, world_terminated_out: wp.bool):
+        return world_sum_in > res.kick
+
+    with pytest.raises(ecs.GraphError, match=r"field 'stiffness' of resource bundle 'res' is no resource"):
+        ecs.BatchSim(env(None, judge_missing), 2, device="cpu")
+
+
 @wp.kernel
 def read_balls_raw(ball_in: Ball, world_sum_out: wp.array(dtype=wp.float32)):
     world = wp.tid()
