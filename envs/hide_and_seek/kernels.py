@@ -269,45 +269,54 @@ def wall_with_door(
     return r
 
 
+# The resources and config values a reset reads, one parameter (``level``) filled by the engine.
+LevelResources = ecs.resource_bundle(
+    "LevelResources",
+    {
+        "floor_size": float,
+        "wall_thickness": float,
+        "wall_height": float,
+        "door_width": float,
+        "outside_walls_prob": float,
+        "max_rooms": int,
+        "random_room_number": bool,
+        "min_hiders": int,
+        "max_hiders": int,
+        "min_seekers": int,
+        "max_seekers": int,
+        "min_boxes": int,
+        "max_boxes": int,
+        "min_elongated_boxes": int,
+        "box_size": float,
+        "elongated_box_scale": wp.vec3,
+        "ramp_size": wp.vec3,
+        "agent_radius": float,
+        "agent_mass": float,
+        "box_mass": float,
+        "ramp_mass": float,
+        "floor_friction": float,
+        "box_friction": float,
+        "agent_friction": float,
+        "ramp_friction": float,
+        "wall_friction": float,
+        "team_spawn_radius": float,
+        "placement_clearance": float,
+        "first_wall_row": int,
+        "first_box_row": int,
+        "first_ramp_row": int,
+        "first_agent_row": int,
+        "fixed_wall_count": int,
+        "fixed_box_count": int,
+        "fixed_ramp_count": int,
+        "fixed_agent_count": int,
+    },
+)
+
+
 @wp.kernel
 def reset_level(
     # Resources:
-    floor_size: float,
-    wall_thickness: float,
-    wall_height: float,
-    door_width: float,
-    outside_walls_prob: float,
-    max_rooms: int,
-    random_room_number: bool,
-    min_hiders: int,
-    max_hiders: int,
-    min_seekers: int,
-    max_seekers: int,
-    min_boxes: int,
-    max_boxes: int,
-    min_elongated_boxes: int,
-    box_size: float,
-    elongated_box_scale: wp.vec3,
-    ramp_size: wp.vec3,
-    agent_radius: float,
-    agent_mass: float,
-    box_mass: float,
-    ramp_mass: float,
-    floor_friction: float,
-    box_friction: float,
-    agent_friction: float,
-    ramp_friction: float,
-    wall_friction: float,
-    team_spawn_radius: float,
-    placement_clearance: float,
-    first_wall_row: int,
-    first_box_row: int,
-    first_ramp_row: int,
-    first_agent_row: int,
-    fixed_wall_count: int,
-    fixed_box_count: int,
-    fixed_ramp_count: int,
-    fixed_agent_count: int,
+    level: LevelResources,
     fixed_walls: wp.array[WallVec],
     fixed_boxes: wp.array[BoxVec],
     fixed_ramps: wp.array[wp.vec3],
@@ -334,7 +343,7 @@ def reset_level(
         joint__alive_out[world, j] = 0
     for a in range(agent_out.alive.shape[1]):
         agent_out.alive[world, a] = 0
-        agent_out.body_row[world, a] = first_agent_row + a
+        agent_out.body_row[world, a] = level.first_agent_row + a
         agent_out.team[world, a] = wp.where(a < _MAX_TEAM, 0, 1)
         agent_out.holding[world, a] = 0
         agent_out.lock_pressed[world, a] = 0
@@ -350,49 +359,49 @@ def reset_level(
         wp.quat_identity(),
         0.0,
         STATIC,
-        floor_friction,
+        level.floor_friction,
     )
-    half = 0.5 * floor_size
+    half = 0.5 * level.floor_size
     state = world_rng_out[world]
-    unit = wp.vec3(box_size, box_size, box_size) * 0.5
-    if fixed_agent_count > 0:
-        for i in range(fixed_wall_count):
-            put_wall(b, world, first_wall_row + i, fixed_walls[i], wall_friction)
-        for i in range(fixed_box_count):
+    unit = wp.vec3(level.box_size, level.box_size, level.box_size) * 0.5
+    if level.fixed_agent_count > 0:
+        for i in range(level.fixed_wall_count):
+            put_wall(b, world, level.first_wall_row + i, fixed_walls[i], level.wall_friction)
+        for i in range(level.fixed_box_count):
             fb = fixed_boxes[i]
             size = wp.vec3(0.5 * fb[3], 0.5 * fb[4], 0.5 * fb[5])
             put_body(
                 b,
                 world,
-                first_box_row + i,
+                level.first_box_row + i,
                 BOX_KIND,
                 BOX,
                 size,
                 wp.vec3(fb[0], fb[1], size[2]),
                 yaw_quat(fb[2]),
-                box_mass,
+                level.box_mass,
                 DYNAMIC,
-                box_friction,
+                level.box_friction,
             )
-        rs = ramp_size * 0.5
-        for i in range(fixed_ramp_count):
+        rs = level.ramp_size * 0.5
+        for i in range(level.fixed_ramp_count):
             fr = fixed_ramps[i]
             put_body(
                 b,
                 world,
-                first_ramp_row + i,
+                level.first_ramp_row + i,
                 RAMP_KIND,
                 WEDGE,
                 rs,
                 wp.vec3(fr[0], fr[1], 2.0 * rs[2] / 3.0),
                 yaw_quat(fr[2]),
-                ramp_mass,
+                level.ramp_mass,
                 DYNAMIC,
-                ramp_friction,
+                level.ramp_friction,
             )
         hiders = wp.int32(0)
         seekers = wp.int32(0)
-        for i in range(fixed_agent_count):
+        for i in range(level.fixed_agent_count):
             fg = fixed_agents[i]
             slot = wp.int32(0)
             if fg[0] < 0.5:
@@ -405,38 +414,38 @@ def reset_level(
             put_body(
                 b,
                 world,
-                first_agent_row + slot,
+                level.first_agent_row + slot,
                 kind,
                 SPHERE,
-                wp.vec3(agent_radius, 0.0, 0.0),
-                wp.vec3(fg[1], fg[2], agent_radius),
+                wp.vec3(level.agent_radius, 0.0, 0.0),
+                wp.vec3(fg[1], fg[2], level.agent_radius),
                 yaw_quat(fg[3]),
-                agent_mass,
+                level.agent_mass,
                 DYNAMIC,
-                agent_friction,
+                level.agent_friction,
             )
             agent_out.alive[world, slot] = 1
         world_rng_out[world] = state
         return
 
     # -- procedural level ----------------------------------------------------------------------
-    row = first_wall_row
-    if wp.randf(state) < outside_walls_prob:
-        t = wall_thickness
+    row = level.first_wall_row
+    if wp.randf(state) < level.outside_walls_prob:
+        t = level.wall_thickness
         e = half - 0.5 * t
-        put_wall(b, world, row, WallVec(-half, -e, half, -e, t, wall_height), wall_friction)
-        put_wall(b, world, row + 1, WallVec(-half, e, half, e, t, wall_height), wall_friction)
-        put_wall(b, world, row + 2, WallVec(-e, -half, -e, half, t, wall_height), wall_friction)
-        put_wall(b, world, row + 3, WallVec(e, -half, e, half, t, wall_height), wall_friction)
+        put_wall(b, world, row, WallVec(-half, -e, half, -e, t, level.wall_height), level.wall_friction)
+        put_wall(b, world, row + 1, WallVec(-half, e, half, e, t, level.wall_height), level.wall_friction)
+        put_wall(b, world, row + 2, WallVec(-e, -half, -e, half, t, level.wall_height), level.wall_friction)
+        put_wall(b, world, row + 3, WallVec(e, -half, e, half, t, level.wall_height), level.wall_friction)
         row += 4
-    rooms = max_rooms
-    if random_room_number:
-        rooms, state = randi(state, 1, max_rooms)
+    rooms = level.max_rooms
+    if level.random_room_number:
+        rooms, state = randi(state, 1, level.max_rooms)
     margin = 1.2  # m: every room at least this wide
     split_x = wp.float32(0.0)
     if rooms >= 2:
         split_x = wp.randf(state, -half + 2.0 * margin, half - 2.0 * margin)
-        door = wp.randf(state, 0.5 * door_width + 0.3, floor_size - 0.5 * door_width - 0.3)
+        door = wp.randf(state, 0.5 * level.door_width + 0.3, level.floor_size - 0.5 * level.door_width - 0.3)
         row = wall_with_door(
             b,
             world,
@@ -444,88 +453,88 @@ def reset_level(
             wp.vec2(split_x, -half),
             wp.vec2(split_x, half),
             door,
-            door_width,
-            wall_thickness,
-            wall_height,
-            wall_friction,
+            level.door_width,
+            level.wall_thickness,
+            level.wall_height,
+            level.wall_friction,
         )
     if rooms >= 3:
         y = wp.randf(state, -half + margin, half - margin)
         width = split_x + half
-        door = wp.randf(state, 0.5 * door_width + 0.2, width - 0.5 * door_width - 0.2)
+        door = wp.randf(state, 0.5 * level.door_width + 0.2, width - 0.5 * level.door_width - 0.2)
         row = wall_with_door(
             b,
             world,
             row,
             wp.vec2(-half, y),
-            wp.vec2(split_x - 0.5 * wall_thickness, y),
+            wp.vec2(split_x - 0.5 * level.wall_thickness, y),
             door,
-            door_width,
-            wall_thickness,
-            wall_height,
-            wall_friction,
+            level.door_width,
+            level.wall_thickness,
+            level.wall_height,
+            level.wall_friction,
         )
     if rooms >= 4:
         y = wp.randf(state, -half + margin, half - margin)
         width = half - split_x
-        door = wp.randf(state, 0.5 * door_width + 0.2, width - 0.5 * door_width - 0.2)
+        door = wp.randf(state, 0.5 * level.door_width + 0.2, width - 0.5 * level.door_width - 0.2)
         row = wall_with_door(
             b,
             world,
             row,
-            wp.vec2(split_x + 0.5 * wall_thickness, y),
+            wp.vec2(split_x + 0.5 * level.wall_thickness, y),
             wp.vec2(half, y),
             door,
-            door_width,
-            wall_thickness,
-            wall_height,
-            wall_friction,
+            level.door_width,
+            level.wall_thickness,
+            level.wall_height,
+            level.wall_friction,
         )
 
     none = wp.vec3(0.0, 0.0, 0.0)
-    n_boxes, state = randi(state, min_boxes, max_boxes)
-    n_long, state = randi(state, wp.min(min_elongated_boxes, n_boxes), n_boxes)
+    n_boxes, state = randi(state, level.min_boxes, level.max_boxes)
+    n_long, state = randi(state, wp.min(level.min_elongated_boxes, n_boxes), n_boxes)
     for i in range(n_boxes):
         size = unit
         if i < n_long:
-            size = wp.cw_mul(unit, elongated_box_scale)
+            size = wp.cw_mul(unit, level.elongated_box_scale)
         yaw = float(wp.where(wp.randf(state) < 0.5, 0.0, 0.5 * wp.pi))
-        x, y, found, state = place(b, world, state, BOX, size, yaw, half, placement_clearance, none, 0.0)
+        x, y, found, state = place(b, world, state, BOX, size, yaw, half, level.placement_clearance, none, 0.0)
         if found:
             put_body(
                 b,
                 world,
-                first_box_row + i,
+                level.first_box_row + i,
                 BOX_KIND,
                 BOX,
                 size,
                 wp.vec3(x, y, size[2]),
                 yaw_quat(yaw),
-                box_mass,
+                level.box_mass,
                 DYNAMIC,
-                box_friction,
+                level.box_friction,
             )
-    rs = ramp_size * 0.5
+    rs = level.ramp_size * 0.5
     for i in range(_NUM_RAMPS):
         yaw = 0.5 * wp.pi * float(int(wp.randf(state) * 4.0) % 4)
-        x, y, found, state = place(b, world, state, WEDGE, rs, yaw, half, placement_clearance, none, 0.0)
+        x, y, found, state = place(b, world, state, WEDGE, rs, yaw, half, level.placement_clearance, none, 0.0)
         if found:
             put_body(
                 b,
                 world,
-                first_ramp_row + i,
+                level.first_ramp_row + i,
                 RAMP_KIND,
                 WEDGE,
                 rs,
                 wp.vec3(x, y, 2.0 * rs[2] / 3.0),
                 yaw_quat(yaw),
-                ramp_mass,
+                level.ramp_mass,
                 DYNAMIC,
-                ramp_friction,
+                level.ramp_friction,
             )
-    n_hiders, state = randi(state, min_hiders, max_hiders)
-    n_seekers, state = randi(state, min_seekers, max_seekers)
-    ball = wp.vec3(agent_radius, 0.0, 0.0)
+    n_hiders, state = randi(state, level.min_hiders, level.max_hiders)
+    n_seekers, state = randi(state, level.min_seekers, level.max_seekers)
+    ball = wp.vec3(level.agent_radius, 0.0, 0.0)
     for team in range(2):
         count = wp.where(team == 0, n_hiders, n_seekers)
         done = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
@@ -538,9 +547,9 @@ def reset_level(
                 for k in range(count):
                     slot = team * _MAX_TEAM + k
                     yaw = wp.randf(state, -wp.pi, wp.pi)
-                    radius = wp.where(k == 0 or attempt == _TEAM_ATTEMPTS - 1, 0.0, team_spawn_radius)
+                    radius = wp.where(k == 0 or attempt == _TEAM_ATTEMPTS - 1, 0.0, level.team_spawn_radius)
                     x, y, found, state = place(
-                        b, world, state, SPHERE, ball, yaw, half, placement_clearance, first, radius
+                        b, world, state, SPHERE, ball, yaw, half, level.placement_clearance, first, radius
                     )
                     if k == 0:
                         first = wp.vec3(x, y, 0.0)
@@ -549,22 +558,22 @@ def reset_level(
                     put_body(
                         b,
                         world,
-                        first_agent_row + slot,
+                        level.first_agent_row + slot,
                         wp.where(team == 0, HIDER_KIND, SEEKER_KIND),
                         SPHERE,
                         ball,
-                        wp.vec3(x, y, agent_radius),
+                        wp.vec3(x, y, level.agent_radius),
                         yaw_quat(yaw),
-                        agent_mass,
+                        level.agent_mass,
                         DYNAMIC,
-                        agent_friction,
+                        level.agent_friction,
                     )
                     agent_out.alive[world, slot] = 1
                 if ok or attempt == _TEAM_ATTEMPTS - 1:
                     done = True
                 else:
                     for k in range(count):
-                        b.alive[world, first_agent_row + team * _MAX_TEAM + k] = 0
+                        b.alive[world, level.first_agent_row + team * _MAX_TEAM + k] = 0
     world_rng_out[world] = state
 
 
