@@ -709,6 +709,13 @@ def act_agents(
             body_out.torque[world, me] = wp.vec3(0.0, 0.0, tz)
 
 
+# Column bundles of reward_teams (whole columns, indexed [world, row]).
+AgentTeams = ecs.bundle("AgentTeams", ["alive", ("body_row", wp.int32), ("team", wp.int32)])
+BodyShapes = ecs.bundle(
+    "BodyShapes", ["alive", ("shape", wp.int32), ("size", wp.vec3), ("position", wp.vec3), ("rotation", wp.quat)]
+)
+
+
 @wp.func
 def reward_teams(
     world: wp.int32,
@@ -719,14 +726,8 @@ def reward_teams(
     out_of_bounds_reward: float,
     # Components in:
     world_episode_step_in: wp.int32,
-    agent__alive_in: wp.array2d[wp.int32],
-    agent__body_row_in: wp.array2d[wp.int32],
-    agent__team_in: wp.array2d[wp.int32],
-    body__alive_in: wp.array2d[wp.int32],
-    body__shape_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__position_in: wp.array2d[wp.vec3],
-    body__rotation_in: wp.array2d[wp.quat],
+    agent_in: AgentTeams,
+    body_in: BodyShapes,
     # Components out:
     world_reward_out: wp.array2d[wp.float32],
     world_hiders_seen_out: wp.array[wp.int32],
@@ -738,18 +739,18 @@ def reward_teams(
     c = wp.cos(view_half_angle)
     seen = wp.int32(0)
     for s in range(_NUM_AGENTS):
-        if agent__alive_in[world, s] != 0 and agent__team_in[world, s] == 1:
+        if agent_in.alive[world, s] != 0 and agent_in.team[world, s] == 1:
             for h in range(_NUM_AGENTS):
-                if agent__alive_in[world, h] != 0 and agent__team_in[world, h] == 0:
+                if agent_in.alive[world, h] != 0 and agent_in.team[world, h] == 0:
                     t = sees(
-                        body__alive_in,
-                        body__shape_in,
-                        body__size_in,
-                        body__position_in,
-                        body__rotation_in,
+                        body_in.alive,
+                        body_in.shape,
+                        body_in.size,
+                        body_in.position,
+                        body_in.rotation,
                         world,
-                        agent__body_row_in[world, s],
-                        agent__body_row_in[world, h],
+                        agent_in.body_row[world, s],
+                        agent_in.body_row[world, h],
                         c,
                     )
                     if t >= 0.0:
@@ -759,10 +760,10 @@ def reward_teams(
     half = 0.5 * floor_size
     for a in range(_NUM_AGENTS):
         r = wp.float32(0.0)
-        if agent__alive_in[world, a] != 0 and not prep:
+        if agent_in.alive[world, a] != 0 and not prep:
             hider = float(wp.where(seen != 0, -1.0, 1.0))
-            r = wp.where(agent__team_in[world, a] == 0, hider, -hider)
-            p = body__position_in[world, agent__body_row_in[world, a]]
+            r = wp.where(agent_in.team[world, a] == 0, hider, -hider)
+            p = body_in.position[world, agent_in.body_row[world, a]]
             if wp.abs(p[0]) > half or wp.abs(p[1]) > half:
                 r = out_of_bounds_reward
         world_reward_out[world, a] = r
