@@ -315,8 +315,10 @@ class TaskGraph:
         reset = system.phase == Phase.RESET
         if reset and "world_reset_in" not in names:
             params.append("world_reset_in: wp.array(dtype=wp.int32, ndim=1)")
-        if worlds is None:
-            worlds = "world_reset_in" if reset else "alive_in"
+        if worlds is None and not entity:  # nothing else has a world axis: count worlds by the reset flags
+            if "world_reset_in" not in names and not reset:
+                params.append("world_reset_in: wp.array(dtype=wp.int32, ndim=1)")
+            worlds = "world_reset_in"
         index = "[world, row]" if entity else "[world]"
         if outs:
             lhs = ", ".join(f"r{i}" for i in range(len(outs)))

@@ -995,3 +995,18 @@ def test_find_pairs_on_bundles_matches_numpy(broadphase):
             )
             checked += len(expected)
     assert checked > 100
+
+
+@wp.func
+def count_overflow_only(prey__overflow_out: wp.array(dtype=wp.int32)):
+    """A per-world function whose only array is an overflow counter (no world axis to count by)."""
+    prey__overflow_out[0] = prey__overflow_out[0] + 0
+
+
+def test_per_world_function_without_world_axis_builds_and_runs():
+    env = hunt_env()
+    env.systems = [*env.systems, ecs.System(count_overflow_only, ecs.Phase.REWARD)]
+    for fuse in (False, True):
+        sim = ecs.BatchSim(env, 3, device="cpu", fuse=fuse)
+        sim.step()
+        sim.check()
