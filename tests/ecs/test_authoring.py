@@ -1010,3 +1010,88 @@ def test_per_world_function_without_world_axis_builds_and_runs():
         sim = ecs.BatchSim(env, 3, device="cpu", fuse=fuse)
         sim.step()
         sim.check()
+
+
+# -- entity handles from @wp.func systems ---------------------------------------------------------
+
+
+@ecs.component(singleton=True)
+class Kill:
+    """Action: 1 despawns the tracked mote, 2 despawns it and spawns a new one into the freed row."""
+
+    value: wp.int32
+
+
+@ecs.component(singleton=True)
+class Handle:
+    """Handle of the mote spawned at the last reset."""
+
+    value: wp.int64
+
+
+@ecs.component(singleton=True)
+class Live:
+    """1 while the handle names a live mote (``ecs.is_live_view``)."""
+
+    value: wp.int32
+
+
+@ecs.component
+class Tag:
+    """A per-mote value."""
+
+    value: wp.int32
+
+
+@wp.func
+def track_mote(
+    world: wp.int32,
+    world_kill_in: wp.int32,
+    world_handle_in: wp.int64,
+    mote__alive_out: wp.array(dtype=wp.int32),
+    mote__generation_out: wp.array(dtype=wp.int32),
+    mote__overflow_out: wp.array(dtype=wp.int32),
+    world_live_out: wp.int32,
+):
+    if world_kill_in != 0:
+        ecs.despawn_view(mote__alive_out, ecs.handle_row(world_handle_in))
+    if world_kill_in == 2:
+        ecs.spawn_view(mote__alive_out, mote__generation_out, mote__overflow_out, world)
+    return wp.where(ecs.is_live_view(world_handle_in, mote__alive_out, mote__generation_out), 1, 0)
+
+
+@wp.func
+def reset_mote(
+    world: wp.int32,
+    mote__alive_out: wp.array(dtype=wp.int32),
+    mote__generation_out: wp.array(dtype=wp.int32),
+    mote__overflow_out: wp.array(dtype=wp.int32),
+    world_handle_out: wp.int64,
+    world_live_out: wp.int32,
+):
+    for r in range(mote__alive_out.shape[0]):
+        ecs.despawn_view(mote__alive_out, r)
+    row = ecs.spawn_view(mote__alive_out, mote__generation_out, mote__overflow_out, world)
+    return ecs.make_handle(0, row, mote__generation_out[row]), 1
+
+
+def test_handles_from_func_systems_go_stale():
+    env = ecs.EnvSpec(
+        name="authoring_handles",
+        config=None,
+        archetypes=[ecs.Archetype("mote", (Tag,), capacity=2)],
+        singletons=[Kill, Handle, Live],
+        systems=[ecs.System(track_mote, ecs.Phase.ACT), ecs.System(reset_mote, ecs.Phase.RESET)],
+        actions={"kill": ecs.Action(Kill, low=0, high=2)},
+    )
+    for fuse in (False, True):
+        sim = ecs.BatchSim(env, 3, device="cpu", fuse=fuse)
+        assert sim.fused == fuse
+        live, gen = sim.tensor("world", "live"), sim.tensor("mote", "generation")
+        sim.step({"kill": torch.tensor([0, 1, 2], dtype=torch.int32)})
+        assert live.tolist() == [1, 0, 0]  # world 2 respawned into the same row: a new generation
+        assert gen[:, 0].tolist() == [1, 1, 2] and sim.tensor("mote", "alive")[:, 0].tolist() == [1, 0, 1]
+        sim.reset(torch.tensor([False, True, True]))
+        assert live.tolist() == [1, 1, 1] and gen[:, 0].tolist() == [1, 2, 3]
+        sim.step({"kill": torch.tensor([1, 0, 0], dtype=torch.int32)})
+        assert live.tolist() == [0, 1, 1]
