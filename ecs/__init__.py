@@ -22,18 +22,21 @@ from .errors import (
 from .funcs import (
     NULL_HANDLE,
     despawn,
+    despawn_view,
     handle_archetype,
     handle_generation,
     handle_row,
     is_live,
+    is_live_view,
     make_handle,
     per_world,
     spawn,
+    spawn_view,
 )
 from .graph import TaskGraph
 from .schema import Action, Archetype, Component, EnvSpec, Observation, Param, Phase, component
 from .sim import BatchSim
-from .systems import System, system
+from .systems import System, bundle, resource_bundle, system
 
 __version__ = "0.1.0"
 
@@ -58,17 +61,22 @@ __all__ = [
     "StateDictError",
     "System",
     "TaskGraph",
+    "bundle",
     "component",
     "despawn",
+    "despawn_view",
     "distributed",
     "funcs",
     "handle_archetype",
     "handle_generation",
     "handle_row",
     "is_live",
+    "is_live_view",
     "load_config",
     "make_handle",
     "per_world",
+    "resource_bundle",
     "spawn",
+    "spawn_view",
     "system",
 ]

@@ -1,5 +1,9 @@
 """Device functions for kernels: entity handles, spawning, despawning, per-world parameters, RNG.
 
+``spawn``, ``despawn`` and ``is_live`` take a table's ``(num_worlds, capacity)`` arrays and a world
+(raw kernels); ``spawn_view``, ``despawn_view`` and ``is_live_view`` take the one-world views that a
+``@wp.func`` system receives for ``<archetype>__<column>`` parameters.
+
 An entity handle packs (archetype id, row, generation) into an int64:
 ``archetype << 48 | row << 32 | generation``. Generations start at 1 on the first spawn of a
 row and grow at every spawn, so a handle kept after its entity was despawned (and its row
@@ -75,6 +79,45 @@ def spawn(
 def despawn(alive: wp.array2d(dtype=wp.int32), world: wp.int32, row: wp.int32):
     """Frees a row. Handles to it become stale at once (alive is 0, and the next spawn bumps its generation)."""
     alive[world, row] = 0
+
+
+@wp.func
+def spawn_view(
+    alive: wp.array(dtype=wp.int32),
+    generation: wp.array(dtype=wp.int32),
+    overflow: wp.array(dtype=wp.int32),
+    world: wp.int32,
+) -> wp.int32:
+    """``spawn`` for a ``@wp.func`` system, which gets one world's rows as views.
+
+    Pass ``<archetype>__alive_out``, ``<archetype>__generation_out``, ``<archetype>__overflow_out``
+    and the system's ``world`` parameter (it names the world in a ``CapacityError``).
+    """
+    for row in range(alive.shape[0]):
+        if alive[row] == 0:  # noqa: SIM102 - see spawn
+            if wp.atomic_cas(alive, row, 0, 1) == 0:
+                generation[row] = generation[row] + 1
+                return row
+    wp.atomic_add(overflow, 0, 1)
+    wp.atomic_min(overflow, 1, world)
+    return -1
+
+
+@wp.func
+def despawn_view(alive: wp.array(dtype=wp.int32), row: wp.int32):
+    """``despawn`` for a ``@wp.func`` system: frees ``row`` of one world's ``<archetype>__alive_out`` view."""
+    alive[row] = 0
+
+
+@wp.func
+def is_live_view(handle: wp.int64, alive: wp.array(dtype=wp.int32), generation: wp.array(dtype=wp.int32)) -> bool:
+    """``is_live`` for a ``@wp.func`` system, on one world's ``alive`` and ``generation`` views."""
+    if handle == wp.int64(0):
+        return False
+    row = handle_row(handle)
+    if row >= alive.shape[0]:
+        return False
+    return alive[row] != 0 and generation[row] == handle_generation(handle)
 
 
 @wp.func

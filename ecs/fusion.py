@@ -1,11 +1,13 @@
 """Fusion: a whole step (or K steps) of a world-local environment as one generated kernel.
 
 An environment whose systems are all ``@wp.func`` systems (per-world or per-entity) touches
-nothing outside its own world, so the engine can run the entire step for one world in one
-thread: episode bookkeeping, the phases in order, the same-step reset and the observations.
-Singletons live in local variables (registers) across systems; on CUDA also across the K steps
-of one launch, stored once at the end; on CPU a thread steps a block of worlds in turn, K
-times, so their state stays in the L1 cache. Entity columns are read and written in place.
+nothing outside its own world (see ``why_not_fusable``), so the engine can run the entire step
+for one world in one thread: episode bookkeeping, the phases in order, the same-step reset and
+the observations. Unshaped singletons live in local variables (registers) across systems
+(shaped ones, and those a function takes as a whole table, stay in memory); on CUDA also across
+the K steps of one launch, stored once at the end; on CPU a thread steps a block of worlds in
+turn, K times, so their state stays in the L1 cache. Entity columns are read and written in
+place.
 
 Fused and unfused runs execute the same functions on the same values in the same order, so on
 CPU they are bit-identical (tested).
@@ -21,9 +23,9 @@ import warp as wp
 
 from .codegen import build_kernel, type_expr
 from .funcs import episode_rng, per_world
-from .graph import Layout, TaskGraph
+from .graph import Layout, TaskGraph, func_params
 from .schema import EnvSpec, Phase
-from .systems import AccessKind, parse_param
+from .systems import AccessKind, bundle_spec
 
 _BEFORE_RESET = (Phase.ACT, Phase.PHYSICS, Phase.COLLIDE, Phase.REWARD)
 _OBSERVE = (Phase.SENSE, Phase.OBSERVE)
@@ -45,16 +47,22 @@ class FusedKernel:
 
 
 def why_not_fusable(graph: TaskGraph, env: EnvSpec) -> str | None:
-    """None when the env can be fused, else the reason."""
+    """None when the env can be fused, else the reason.
+
+    The rule: every system must be a ``@wp.func`` system. Such a system sees one world: values
+    and views of that world's rows and singletons (its own row for a per-entity system, the rows
+    of named archetypes for a per-world one), or whole tables that it indexes with its ``world``
+    alone (the contract of a function taking tables). So the whole step of a world can run in one
+    thread, systems in graph order, each task over all its rows before the next. A system reading
+    rows that an earlier system of the same step wrote (another archetype's, or its own through a
+    named view) sees them written, as in the unfused step. What the graph refuses anyway (a
+    per-entity function writing a singleton or another archetype, or reading through a view the
+    rows it writes itself: threads of one world would race) never reaches fusion. A raw kernel
+    picks its own launch shape and may index any world, so it is never fused.
+    """
     for task in graph.tasks:
         if not task.system.is_func:
             return f"system {task.name!r} is a raw kernel; only @wp.func systems are fused"
-    if env.num_agents is not None:
-        return "multi-agent rewards are shaped singletons"
-    for kind, exported in (("action", env.actions), ("observation", env.observations)):
-        for key, ex in exported.items():
-            if ex.component.shape:
-                return f"{kind} {key!r} has shape {ex.component.shape}"
     return None
 
 
@@ -76,7 +84,15 @@ def build_fused(
     touched |= {o.component.name for o in env.observations.values()}
     for task in graph.tasks:
         touched |= {a.name for a in task.system.accesses if a.kind == AccessKind.SINGLETON}
-    for name in sorted(touched):
+    # Shaped singletons (per-agent actions, observations, rewards) stay in memory: systems get views.
+    in_memory = {n for n in touched if layout.singletons[n].shape}
+    for task in graph.tasks:  # a function taking a singleton's whole table reads and writes memory
+        in_memory |= {
+            fp.comp.name for fp in func_params(task.system, layout, task.name) if fp.table and fp.kind == "singleton"
+        }
+    gen.in_memory = in_memory
+    touched -= in_memory
+    for name in sorted(touched | in_memory):
         gen.singleton(name)
     # Each step assigns these before anything reads them, so their stored values are never loaded.
     fresh = {"terminated", "truncated", "reward"}
@@ -91,21 +107,28 @@ def build_fused(
     action_names = {a.component.name: key for key, a in env.actions.items()}
     if per_step_actions:
         for comp, key in sorted(action_names.items()):
+            c = layout.singletons[comp]
             arr = gen.param(
                 f"a_{key}",
                 ("staging", key),
-                f"wp.array(dtype={type_expr(layout.singletons[comp].dtype, gen.ns)}, ndim=2)",
+                f"wp.array(dtype={type_expr(c.dtype, gen.ns)}, ndim={2 + len(c.shape)})",
             )
-            body.append(f"s_{comp} = {arr}[it, world]")
-            fresh.add(comp)
+            if comp in in_memory:
+                body += _copy_loops(gen.singleton(comp), "world", arr, "it, world", c.shape)
+            else:
+                body.append(f"s_{comp} = {arr}[it, world]")
+                fresh.add(comp)
             written.add(comp)
     horizon = int(env.max_episode_steps)
     body += [
         "s_episode_step = s_episode_step + 1",
         "s_terminated = False",
         f"s_truncated = {horizon} > 0 and s_episode_step >= {horizon}",
-        "s_reward = float(0.0)",
     ]
+    if "reward" in in_memory:
+        body += _fill_loops(gen.singleton("reward"), "world", "float(0.0)", layout.singletons["reward"].shape)
+    else:
+        body.append("s_reward = float(0.0)")
     for phase in _BEFORE_RESET:
         for task in tasks[phase]:
             body += gen.call(task)
@@ -121,10 +144,14 @@ def build_fused(
         for task in tasks[phase]:
             ended += gen.call(task)
     for key, o in sorted(env.observations.items()):
+        c = o.component
         fo = gen.param(
-            f"fo_{key}", ("final_obs", key), f"wp.array(dtype={type_expr(o.component.dtype, gen.ns)}, ndim=1)"
+            f"fo_{key}", ("final_obs", key), f"wp.array(dtype={type_expr(c.dtype, gen.ns)}, ndim={1 + len(c.shape)})"
         )
-        ended.append(f"{fo}[world] = s_{o.component.name}")
+        if c.name in in_memory:
+            ended += _copy_loops(fo, "world", gen.singleton(c.name), "world", c.shape)
+        else:
+            ended.append(f"{fo}[world] = s_{c.name}")
     seed = gen.param("e_seed", ("engine", "seed"), "wp.array(dtype=wp.int32, ndim=1)")
     offset = gen.param("e_world_offset", ("engine", "world_offset"), "wp.array(dtype=wp.int32, ndim=1)")
     ended += [
@@ -140,10 +167,11 @@ def build_fused(
             body += gen.call(task)
 
     steps = gen.param("e_steps", ("engine", "steps"), "wp.array(dtype=wp.int32, ndim=1)")
-    # Worlds may be launched in chunks (one CPU thread each): `world` indexes the chunk's array
-    # views, `gw` is the simulation's world index (for parameters, the RNG and `world` arguments).
+    # Worlds may be launched in chunks (one CPU thread each), worlds [base, end) of the whole
+    # arrays, so that `world` indexes them as in the unfused step (functions may take whole tables).
     base = gen.param("e_world_base", ("engine", "world_base"), "int")
-    load = [f"gw = world + {base}"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
+    end = gen.param("e_world_end", ("engine", "world_end"), "int")
+    load = ["gw = world"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
     load += [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched - fresh)]
     if not device_is_cpu:
         # Every step assigns the fresh values before reading them; the CUDA kernel's variables live
@@ -155,7 +183,8 @@ def build_fused(
     lines = [f"def {kernel_name}(", *(f"    {p}," for p in gen.params), "):"]
     if not device_is_cpu:
         # One thread per world: singletons stay in registers across the K steps.
-        lines += ["    world = wp.tid()"] + [f"    {b}" for b in load]
+        lines += [f"    world = wp.tid() + {base}", f"    if world >= {end}:", "        return"]
+        lines += [f"    {b}" for b in load]
         lines += [f"    for it in range({steps}[0]):"] + [f"        {b}" for b in body]
         lines += [f"    {gen.singleton(n)}[world] = s_{n}" for n in sorted(touched & written)]
     else:
@@ -163,11 +192,10 @@ def build_fused(
         # A world's step is one long chain of dependent operations, so K steps of one world in a
         # row leave the core waiting on latencies; stepping a block of worlds once each, K times,
         # gives it independent chains to overlap, and the block's state stays in the L1 cache.
-        count = f"{gen.singleton('reset')}.shape[0]"
         lines += [
-            f"    for first in range(0, {count}, {CPU_BLOCK}):",
+            f"    for first in range({base}, {end}, {CPU_BLOCK}):",
             f"        for it in range({steps}[0]):",
-            f"            for world in range(first, wp.min(first + {CPU_BLOCK}, {count})):",
+            f"            for world in range(first, wp.min(first + {CPU_BLOCK}, {end})):",
         ]
         store = carried + ([f"if it == {steps}[0] - 1:", *last] if last else [])
         lines += [f"                {b}" for b in load + body + store]
@@ -175,8 +203,10 @@ def build_fused(
     gen.ns["episode_rng"] = episode_rng
     kernel = build_kernel(kernel_name, source, gen.ns, f"ecs_fused_{env.name}")
     sizes = {n: wp.types.type_size_in_bytes(c.dtype) * math.prod(c.shape) for n, c in layout.singletons.items()}
-    read_bytes = sum(sizes[n] for n in touched - fresh) + gen.column_bytes(write=False)
-    write_bytes = sum(sizes[n] for n in touched & written) + gen.column_bytes(write=True)
+    # A shaped singleton counts as read unless only the engine writes it (the reward, zeroed each step).
+    memory_read = {n for n in in_memory if n != "reward" or gen.reads_reward}
+    read_bytes = sum(sizes[n] for n in (touched - fresh) | memory_read) + gen.column_bytes(write=False)
+    write_bytes = sum(sizes[n] for n in (touched | in_memory) & written) + gen.column_bytes(write=True)
     return FusedKernel(kernel, gen.sources, 1 if device_is_cpu else None, read_bytes, write_bytes)
 
 
@@ -191,6 +221,8 @@ class _Generator:
         self._temps = 0
         self.hoisted: dict[str, str] = {}
         self.columns: dict[tuple[str, str], tuple[int, bool]] = {}  # (archetype, column): (bytes per world, written)
+        self.reads_reward = False  # a system reads a shaped reward (an _out view may be read)
+        self.in_memory: set[str] = set()  # singletons kept in memory rather than in registers
 
     def column_bytes(self, *, write: bool) -> int:
         """Bytes per world of the entity columns read (``write=False``) or written."""
@@ -205,7 +237,8 @@ class _Generator:
 
     def singleton(self, name: str) -> str:
         comp = self.layout.singletons[name]
-        return self.param(f"w_{name}", ("singleton", name), f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim=1)")
+        annotation = f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim={1 + len(comp.shape)})"
+        return self.param(f"w_{name}", ("singleton", name), annotation)
 
     def func(self, fn: Any) -> str:
         if id(fn) not in self._funcs:
@@ -218,51 +251,83 @@ class _Generator:
         system, layout = task.system, self.layout
         entity = system.is_entity_wise
         arch = task.archetype
-        args, outs = [], []
-        for pname, ptype in system.param_types.items():
-            a = parse_param(pname)
-            if a.kind == AccessKind.COLUMN:
-                comp = layout.column(layout.archetypes[arch], a.name)
+        args, outs, pre = [], [], []
+        for fp in func_params(system, layout, task.name):
+            if fp.kind in ("column", "qualified"):
+                owner = arch if fp.kind == "column" else fp.archetype
+                comp = fp.comp
                 col = self.param(
-                    f"c_{arch}__{a.name}",
-                    ("column", arch, a.name),
-                    f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim=2)",
+                    f"c_{owner}__{comp.name}",
+                    ("column", owner, comp.name),
+                    f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim={2 + len(comp.shape)})",
                 )
-                args.append(f"{col}[world, row]")
-                if a.write:
-                    outs.append(f"{col}[world, row]")
-                size = (
-                    wp.types.type_size_in_bytes(comp.dtype) * math.prod(comp.shape) * layout.archetypes[arch].capacity
+                if fp.table:
+                    expr = col
+                else:
+                    expr = f"{col}[world, row]" if fp.kind == "column" else f"{col}[world]"
+                args.append(expr)
+                if fp.returned:
+                    outs.append(expr)
+                self._count(owner, comp, fp.write)
+            elif fp.kind == "bundle":
+                var = f"b{self._temps}"
+                self._temps += 1
+                pre.append(f"{var} = {type_expr(fp.type, self.ns)}()")
+                spec = bundle_spec(fp.type)
+                for cname, _dtype, _shape in spec.fields:
+                    comp = layout.column(layout.archetypes[fp.archetype], cname)
+                    col = self.param(
+                        f"c_{fp.archetype}__{cname}",
+                        ("column", fp.archetype, cname),
+                        f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim={2 + len(comp.shape)})",
+                    )
+                    pre.append(f"{var}.{cname} = {col}[world]" if spec.view else f"{var}.{cname} = {col}")
+                    self._count(fp.archetype, comp, fp.write)
+                args.append(var)
+            elif fp.kind == "overflow":
+                args.append(
+                    self.param(f"o_{fp.archetype}", ("overflow", fp.archetype), "wp.array(dtype=wp.int32, ndim=1)")
                 )
-                self.columns[arch, a.name] = (size, a.write or self.columns.get((arch, a.name), (0, False))[1])
-            elif a.kind == AccessKind.SINGLETON:
-                args.append(f"s_{a.name}")
-                if a.write:
-                    outs.append(f"s_{a.name}")
-            elif pname == "world":
+            elif fp.kind == "singleton":
+                name = fp.comp.name
+                if fp.view or name in self.in_memory:
+                    expr = self.singleton(name) if fp.table else f"{self.singleton(name)}[world]"
+                    args.append(expr)
+                    if fp.returned:
+                        outs.append(expr)
+                    self.reads_reward |= name == "reward"
+                else:
+                    args.append(f"s_{name}")
+                    if fp.write:
+                        outs.append(f"s_{name}")
+            elif fp.kind == "world":
                 args.append("gw")
-            elif pname == "row" and entity:
+            elif fp.kind == "row":
                 args.append("row")
-            elif pname in layout.params:
+            elif fp.kind == "param":
                 p = self.param(
-                    f"p_{pname}",
-                    ("param", pname),
-                    f"wp.array(dtype={type_expr(layout.params[pname].dtype, self.ns)}, ndim=1)",
+                    f"p_{fp.name}",
+                    ("param", fp.name),
+                    f"wp.array(dtype={type_expr(layout.params[fp.name].dtype, self.ns)}, ndim=1)",
                 )
                 # Parameters are read-only: read before the systems (CUDA: once per world and launch).
                 self.ns["per_world"] = per_world
-                self.hoisted.setdefault(f"pv_{pname}", f"per_world({p}, gw)")
-                args.append(f"pv_{pname}")
+                self.hoisted.setdefault(f"pv_{fp.name}", f"per_world({p}, gw)")
+                args.append(f"pv_{fp.name}")
             else:
-                source = next(s for n, s in task.sources if n == pname)
-                r = self.param(f"r_{pname}", ("value", pname, source[1]), type_expr(ptype, self.ns))
+                source = next(s for n, s in task.sources if n == fp.name)
+                r = self.param(f"r_{fp.name}", ("value", fp.name, source[1]), type_expr(fp.type, self.ns))
                 args.append(r)
         fn = self.func(system.fn)
-        # Fresh temporaries per call: Warp refuses to rebind a name to another type.
-        tmp = [f"t{self._temps + i}" for i in range(len(outs))]
-        self._temps += len(outs)
-        lines = [f"{', '.join(tmp)} = {fn}({', '.join(args)})"]
-        lines += [f"{o} = {t}" for o, t in zip(outs, tmp, strict=True)]
+        lines = list(pre)
+        if outs:
+            # Fresh temporaries per call: Warp refuses to rebind a name to another type.
+            tmp = [f"t{self._temps + i}" for i in range(len(outs))]
+            self._temps += len(outs)
+            lines += [f"{', '.join(tmp)} = {fn}({', '.join(args)})"]
+            lines += [f"{o} = {t}" for o, t in zip(outs, tmp, strict=True)]
+        else:
+            lines.append(f"{fn}({', '.join(args)})")
         if not entity:
             return lines
         alive = self.param(f"c_{arch}__alive", ("column", arch, "alive"), "wp.array(dtype=wp.int32, ndim=2)")
@@ -270,3 +335,27 @@ class _Generator:
         return [f"for row in range({alive}.shape[1]):", f"    if {alive}[world, row] != 0:"] + [
             f"        {line}" for line in lines
         ]
+
+    def _count(self, arch: str, comp: Any, write: bool) -> None:
+        size = wp.types.type_size_in_bytes(comp.dtype) * math.prod(comp.shape) * self.layout.archetypes[arch].capacity
+        self.columns[arch, comp.name] = (size, write or self.columns.get((arch, comp.name), (0, False))[1])
+
+
+def _loops(shape: tuple[int, ...]) -> tuple[list[str], str]:
+    """Nested loop headers over ``shape`` and the index they produce (``i0, i1``)."""
+    heads = [" " * (4 * d) + f"for i{d} in range({n}):" for d, n in enumerate(shape)]
+    return heads, ", ".join(f"i{d}" for d in range(len(shape)))
+
+
+def _copy_loops(dst: str, dst_lead: str, src: str, src_lead: str, shape: tuple[int, ...]) -> list[str]:
+    if not shape:
+        return [f"{dst}[{dst_lead}] = {src}[{src_lead}]"]
+    heads, idx = _loops(shape)
+    return [*heads, " " * (4 * len(shape)) + f"{dst}[{dst_lead}, {idx}] = {src}[{src_lead}, {idx}]"]
+
+
+def _fill_loops(dst: str, lead: str, value: str, shape: tuple[int, ...]) -> list[str]:
+    if not shape:
+        return [f"{dst}[{lead}] = {value}"]
+    heads, idx = _loops(shape)
+    return [*heads, " " * (4 * len(shape)) + f"{dst}[{lead}, {idx}] = {value}"]

@@ -21,7 +21,7 @@ from . import engine_kernels as ek
 from .codegen import build_kernel, type_expr
 from .errors import ActionError, CapacityError, EcsError, SchemaError, StateDictError
 from .fusion import CPU_BLOCK, FusedKernel, build_fused, why_not_fusable
-from .graph import Layout, Task, TaskGraph
+from .graph import Layout, Task, TaskGraph, make_bundle
 from .memory import check_fits, estimate
 from .schema import ENGINE_COLUMNS, Component, EnvSpec, Param, Phase, dtype_shape, scalar_type
 from .torch_bridge import ActionDict, TorchViews
@@ -335,6 +335,8 @@ class BatchSim:
                 inputs.append(self.overflow[source[1]])
             elif kind == "param":
                 inputs.append(self._params[source[1]])
+            elif kind == "bundle":  # a struct of columns (ecs.bundle), filled once here
+                inputs.append(make_bundle(source[3], self.tables[source[1]], source[2]))
             else:
                 inputs.append(source[1])
         if task.dim == "world":
@@ -486,8 +488,9 @@ class BatchSim:
                 wp.copy(dst, src)
 
     def _fused_inputs(self, fused: FusedKernel, steps: wp.array, start: int = 0, stop: int | None = None) -> list:
-        """Arguments of a fused kernel for worlds ``[start, stop)`` (views, no copies)."""
-        part = slice(start, self.num_worlds if stop is None else stop)
+        """Arguments of a fused kernel for worlds ``[start, stop)`` (whole arrays and the range)."""
+        stop = self.num_worlds if stop is None else stop
+        part = slice(None)  # the kernel indexes whole arrays by world, as the unfused systems do
         inputs = []
         for _name, source in fused.sources:
             kind = source[0]
@@ -495,6 +498,8 @@ class BatchSim:
                 inputs.append(self.singletons[source[1]][part])
             elif kind == "column":
                 inputs.append(self.tables[source[1]][source[2]][part])
+            elif kind == "overflow":
+                inputs.append(self.overflow[source[1]])
             elif kind == "param":
                 inputs.append(self._params[source[1]])
             elif kind == "value":
@@ -504,7 +509,13 @@ class BatchSim:
             elif kind == "staging":
                 inputs.append(self._staging[source[1]][:, part])
             else:
-                engine = {"seed": self._seed, "world_offset": self._world_offset, "steps": steps, "world_base": start}
+                engine = {
+                    "seed": self._seed,
+                    "world_offset": self._world_offset,
+                    "steps": steps,
+                    "world_base": start,
+                    "world_end": stop,
+                }
                 inputs.append(engine[source[1]])
         return inputs
 

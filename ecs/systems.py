@@ -1,33 +1,46 @@
-"""Systems: Warp kernels (or per-entity Warp functions) whose signatures declare their access.
+"""Systems: Warp kernels (or Warp functions) whose signatures declare their access.
 
 Parameter names are the declaration:
 
-| name | meaning |
-|---|---|
-| ``<component>_in`` / ``<component>_out`` | entity column of every archetype that holds all such components (a query); ``_out`` may also be read |
-| ``<archetype>__<component>_in`` / ``_out`` | the column of one named archetype (``<archetype>__overflow_out`` is its spawn-overflow counter) |
-| ``world_<singleton>_in`` / ``_out`` | a per-world singleton, shape ``(num_worlds, *shape)`` |
-| a parameter's name | the per-world parameter array (read it with ``ecs.per_world``) |
-| anything else | a resource: a scalar from the env's resources or config |
+| name | in a raw ``@wp.kernel`` | in a ``@wp.func`` system |
+|---|---|---|
+| ``<component>_in`` / ``<component>_out`` | entity column of every archetype that holds all such components (a query), ``(num_worlds, capacity, *shape)``; ``_out`` may also be read | this row's value (a view ``[*shape]`` for a shaped component) |
+| ``<archetype>__<component>_in`` / ``_out`` | the column of one named archetype | this world's rows of it, a view ``[capacity, *shape]`` indexed by row, or the whole table when annotated with the world axis (``[world, row]``, as in a raw kernel); ``_out`` from per-world functions only |
+| ``<archetype>__overflow_out`` | its spawn-overflow counter (for ``ecs.spawn``) | the same (for ``ecs.spawn_view``) |
+| ``<archetype>_in`` / ``_out`` annotated with an ``ecs.bundle`` | a struct of whole columns of that archetype, each declared read or written | the same, or a struct of this world's views (``ecs.bundle(..., view=True)``) |
+| ``world_<singleton>_in`` / ``_out`` | a per-world singleton, ``(num_worlds, *shape)`` | this world's value (a view ``[*shape]`` for a shaped singleton, such as per-agent actions), or the whole table when annotated with the world axis (not for the engine's unshaped singletons) |
+| ``world`` / ``row`` (``wp.int32``) | (use ``wp.tid()``) | this world's index; this row's index (per-entity functions only) |
+| a parameter's name | the per-world parameter array (read it with ``ecs.per_world``) | this world's value |
+| anything else | a resource: a scalar from the env's resources or config (or an ``ecs.resource_bundle`` struct of them) | the same |
 
 A raw ``@wp.kernel`` picks its launch shape with ``dim`` ("entity": ``(num_worlds, capacity)``
-of the matched archetype, "world": ``num_worlds``, or a callable of the simulation). A
-``@wp.func`` system is per-entity (or per-world when it names no entity column): it receives
-values, not arrays, and returns the new value of each ``_out`` parameter in order; the engine
-generates the kernel around it with the alive check and world indexing.
+of the matched archetype, "world": ``num_worlds``, or a callable of the simulation). A raw
+kernel in the RESET phase runs for every world, so it must begin with ``if
+world_reset_in[world] == 0: return`` (the graph refuses it otherwise).
+
+A ``@wp.func`` system is per-entity when it names an unqualified component (one call per live
+row of each matching archetype), else per-world (one call per world). The engine writes the
+kernel around it: world indexing, the alive check, and for RESET functions the reset gate. It
+returns the new value of each unshaped ``_out`` value in order; views (shaped singletons and
+components, other archetypes' rows, bundles) are written in place. A function sees only its
+own world (a function taking whole tables must index them with its ``world`` only), so an env
+of functions fuses into one kernel per step (``ecs.fusion``). Per-entity
+functions may not write singletons or other archetypes' rows, nor read through a view the rows
+they write themselves: threads of one world would race.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import warp as wp
 
 from .errors import GraphError
-from .schema import Phase
+from .schema import ENGINE_COLUMNS, Component, Phase
 
 
 class AccessKind(enum.IntEnum):
@@ -36,6 +49,7 @@ class AccessKind(enum.IntEnum):
     QUALIFIED = 2  # column of a named archetype
     SINGLETON = 3
     OTHER = 4  # parameter, resource or index
+    BUNDLE = 5  # several columns of a named archetype in one struct (``ecs.bundle``)
 
 
 @dataclass(frozen=True)
@@ -49,7 +63,108 @@ class Access:
     write: bool = False
 
 
-def parse_param(param: str) -> Access:
+def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False) -> Any:
+    """A Warp struct with one array per column: one kernel parameter standing for many columns.
+
+    A parameter annotated with a bundle and named ``<archetype>_in`` (read) or ``<archetype>_out``
+    (written, may be read) is bound by the engine to those columns of that archetype, and its
+    reads or writes are declared for every column, as if each were a parameter of its own.
+
+    ```python
+    BodyState = ecs.bundle("BodyState", [Position, Velocity, "alive"])  # raw kernels
+
+
+    @wp.kernel
+    def integrate(dt: float, body_in: ...,  body_out: BodyState):
+        world = wp.tid()
+        body_out.position[world, 0] = ...
+    ```
+
+    Args:
+        name: the struct's name.
+        columns: components (``ecs.Component``), ``(name, dtype)`` or ``(name, dtype, shape)`` tuples
+            (checked against the archetype when bound; an int instead of the shape gives the number of
+            trailing axes and leaves their sizes to the archetype), or engine column names (``"alive"``,
+            ``"generation"``).
+        view: False for whole columns, ``(num_worlds, capacity, *shape)``, indexed ``[world, row]``
+            (raw kernels, and ``@wp.func`` systems that index by their ``world``); True for one
+            world's rows, ``(capacity, *shape)``, indexed ``[row]`` (``@wp.func`` systems only).
+
+    Returns:
+        The ``@wp.struct`` class, to use as a parameter annotation.
+    """
+    fields: list[tuple[str, Any, tuple[int, ...]]] = []
+    for c in columns:
+        if isinstance(c, str) and c in ENGINE_COLUMNS:
+            fields.append((c, wp.int32, ()))
+        elif isinstance(c, Component) and not c.singleton:
+            fields.append((c.name, c.dtype, c.shape))
+        elif isinstance(c, tuple) and len(c) in (2, 3) and isinstance(c[0], str):
+            # A trailing-axes count instead of a shape leaves the sizes to the archetype (config-sized columns).
+            axes = c[2] if len(c) == 3 and isinstance(c[2], int) else None
+            comp = Component(c[0], c[1], tuple(c[2]) if len(c) == 3 and axes is None else ())  # checks name, dtype
+            fields.append((comp.name, comp.dtype, comp.shape if axes is None else (-1,) * axes))
+        else:
+            raise GraphError(
+                f"bundle {name!r}: {c!r} is not an entity component, a (name, dtype[, shape]) tuple or one of the "
+                f"engine columns {list(ENGINE_COLUMNS)}"
+            )
+    if len({f[0] for f in fields}) != len(fields) or not fields:
+        raise GraphError(f"bundle {name!r}: list each column once, and at least one, got {[f[0] for f in fields]}")
+    lead = 1 if view else 2
+    annotations = {n: wp.array(dtype=dtype, ndim=lead + len(shape)) for n, dtype, shape in fields}
+    caller = sys._getframe(1).f_globals.get("__name__", __name__)
+    cls = type(name, (), {"__annotations__": annotations, "__module__": caller, "__qualname__": name})
+    struct = wp.struct(cls)
+    struct.ecs_bundle = BundleSpec(name, tuple(fields), view)
+    return struct
+
+
+def resource_bundle(name: str, fields: dict[str, Any]) -> Any:
+    """A Warp struct of resources: one kernel parameter standing for several scalars.
+
+    The engine fills field ``f`` with the env resource or config field named ``f`` when the graph
+    is built (a missing one is a ``GraphError``); name the parameter as you like.
+
+    ```python
+    Level = ecs.resource_bundle("Level", {"floor_size": float, "max_rooms": int, "ramp_size": wp.vec3})
+    ```
+
+    Args:
+        name: the struct's name.
+        fields: resource name to Warp scalar, vector or matrix type.
+    """
+    if not fields:
+        raise GraphError(f"resource bundle {name!r}: give at least one field")
+    caller = sys._getframe(1).f_globals.get("__name__", __name__)
+    cls = type(name, (), {"__annotations__": dict(fields), "__module__": caller, "__qualname__": name})
+    struct = wp.struct(cls)
+    struct.ecs_resources = tuple(fields)
+    return struct
+
+
+@dataclass(frozen=True)
+class BundleSpec:
+    """What a bundle struct holds: (column, dtype, shape) per field, and whether it is a one-world view."""
+
+    name: str
+    fields: tuple[tuple[str, Any, tuple[int, ...]], ...]
+    view: bool
+
+
+def bundle_spec(ptype: Any) -> BundleSpec | None:
+    """The bundle behind a parameter annotation, or None."""
+    return getattr(ptype, "ecs_bundle", None)
+
+
+def parse_param(param: str, ptype: Any = None) -> Access:
+    """Classifies a kernel parameter by its name (and, for bundles, its annotation)."""
+    if bundle_spec(ptype) is not None:
+        for suffix, write in (("_in", False), ("_out", True)):
+            if param.endswith(suffix) and len(param) > len(suffix):
+                base = param[: -len(suffix)]
+                return Access(param, AccessKind.BUNDLE, base, archetype=base, write=write)
+        raise GraphError(f"parameter {param!r} is a bundle: name it <archetype>_in (read) or <archetype>_out (written)")
     """Classifies a kernel parameter by its name."""
     for suffix, write in (("_in", False), ("_out", True)):
         if param.endswith(suffix) and len(param) > len(suffix):
@@ -102,7 +217,7 @@ class System:
         self.phase = phase
         self.name = name or fn.key
         self.dim = dim
-        self.accesses = [parse_param(p) for p in self.param_types]
+        self.accesses = [parse_param(p, t) for p, t in self.param_types.items()]
 
     @property
     def is_entity_wise(self) -> bool:

@@ -59,7 +59,17 @@ from .geometry import (
     segment_segment,
     vertex,
 )
-from .rigid_body import movable
+from .locking import LockedBy
+from .rigid_body import (
+    AngularVelocity,
+    BodyResponse,
+    JointBodyA,
+    JointBodyB,
+    LinearVelocity,
+    Position,
+    Rotation,
+    movable,
+)
 
 wp.set_module_options({"enable_backward": False})
 
@@ -670,6 +680,16 @@ def add_pair(
     return count + 1
 
 
+# Column bundles of the broadphase (one kernel parameter each; the engine binds every column).
+BroadphaseBodies = ecs.bundle(
+    "BroadphaseBodies",
+    ["alive", Shape, Size, Position, Rotation, LinearVelocity, AngularVelocity, BodyResponse, LockedBy],
+)
+BroadphaseBoxes = ecs.bundle("BroadphaseBoxes", [AabbLower, AabbUpper, SweepOrder])
+JointLinks = ecs.bundle("JointLinks", ["alive", JointBodyA, JointBodyB])
+PairRows = ecs.bundle("PairRows", ["alive", PairBodyA, PairBodyB])
+
+
 @wp.kernel
 def find_pairs(
     # Resources:
@@ -677,83 +697,69 @@ def find_pairs(
     contact_margin: float,
     broadphase: int,
     # Components in:
-    body__alive_in: wp.array2d[wp.int32],
-    body__shape_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__position_in: wp.array2d[wp.vec3],
-    body__rotation_in: wp.array2d[wp.quat],
-    body__linear_velocity_in: wp.array2d[wp.vec3],
-    body__angular_velocity_in: wp.array2d[wp.vec3],
-    body__response_in: wp.array2d[wp.int32],
-    body__locked_by_in: wp.array2d[wp.int32],
-    joint__alive_in: wp.array2d[wp.int32],
-    joint__joint_body_a_in: wp.array2d[wp.int32],
-    joint__joint_body_b_in: wp.array2d[wp.int32],
+    body_in: BroadphaseBodies,
+    joint_in: JointLinks,
     # Components out:
-    body__aabb_lower_out: wp.array2d[wp.vec3],
-    body__aabb_upper_out: wp.array2d[wp.vec3],
-    body__sweep_order_out: wp.array2d[wp.int32],
-    pair__alive_out: wp.array2d[wp.int32],
-    pair__pair_body_a_out: wp.array2d[wp.int32],
-    pair__pair_body_b_out: wp.array2d[wp.int32],
+    body_out: BroadphaseBoxes,
+    pair_out: PairRows,
     pair__overflow_out: wp.array[wp.int32],
     world_pair_count_out: wp.array[wp.int32],
 ):
     """Candidate pairs of the step: boxes grown by the step's motion that overlap (one thread per world)."""
     world = wp.tid()
-    nb = body__alive_in.shape[1]
+    nb = body_in.alive.shape[1]
     for i in range(nb):
         lo = wp.vec3(BIG, BIG, BIG)
         hi = wp.vec3(-BIG, -BIG, -BIG)
-        shape = body__shape_in[world, i]
-        if body__alive_in[world, i] != 0 and shape != PLANE:
-            x = body__position_in[world, i]
-            size = body__size_in[world, i]
-            e = shape_extent(shape, size, body__rotation_in[world, i])
+        shape = body_in.shape[world, i]
+        if body_in.alive[world, i] != 0 and shape != PLANE:
+            x = body_in.position[world, i]
+            size = body_in.size[world, i]
+            e = shape_extent(shape, size, body_in.rotation[world, i])
             # Anything the body can reach during the step: its speed, its spin at its outer radius,
             # and the margin the narrowphase keeps.
             reach = (
-                wp.length(body__linear_velocity_in[world, i])
-                + wp.length(body__angular_velocity_in[world, i]) * wp.length(e)
+                wp.length(body_in.linear_velocity[world, i])
+                + wp.length(body_in.angular_velocity[world, i]) * wp.length(e)
             ) * physics_dt + contact_margin
             grow = wp.vec3(reach, reach, reach)
             lo = x - e - grow
             hi = x + e + grow
-        body__aabb_lower_out[world, i] = lo
-        body__aabb_upper_out[world, i] = hi
+        body_out.aabb_lower[world, i] = lo
+        body_out.aabb_upper[world, i] = hi
     count = wp.int32(0)
     # Planes pair with every movable body whose box reaches below them.
     for p in range(nb):
-        if body__alive_in[world, p] != 0 and body__shape_in[world, p] == PLANE:
-            n = wp.quat_rotate(body__rotation_in[world, p], wp.vec3(0.0, 0.0, 1.0))
-            x0 = body__position_in[world, p]
+        if body_in.alive[world, p] != 0 and body_in.shape[world, p] == PLANE:
+            n = wp.quat_rotate(body_in.rotation[world, p], wp.vec3(0.0, 0.0, 1.0))
+            x0 = body_in.position[world, p]
             for i in range(nb):
-                if body__alive_in[world, i] != 0 and movable(body__response_in[world, i], body__locked_by_in[world, i]):
-                    lo = body__aabb_lower_out[world, i]
-                    hi = body__aabb_upper_out[world, i]
+                if body_in.alive[world, i] != 0 and movable(body_in.response[world, i], body_in.locked_by[world, i]):
+                    lo = body_out.aabb_lower[world, i]
+                    hi = body_out.aabb_upper[world, i]
                     centre = (lo + hi) * 0.5
                     half = (hi - lo) * 0.5
                     reach = wp.abs(n[0]) * half[0] + wp.abs(n[1]) * half[1] + wp.abs(n[2]) * half[2]
-                    if wp.dot(centre - x0, n) - reach <= 0.0 and body__shape_in[world, i] != PLANE:
+                    if wp.dot(centre - x0, n) - reach <= 0.0 and body_in.shape[world, i] != PLANE:
                         count = add_pair(
-                            pair__pair_body_a_out, pair__pair_body_b_out, pair__overflow_out, world, count, i, p
+                            pair_out.pair_body_a, pair_out.pair_body_b, pair__overflow_out, world, count, i, p
                         )
     if broadphase == _ALL_PAIRS:
         for i in range(nb):
-            if body__aabb_lower_out[world, i][0] < BIG:
+            if body_out.aabb_lower[world, i][0] < BIG:
                 for j in range(i + 1, nb):
                     if (  # noqa: SIM102 (Warp evaluates both operands of `and`; the joint scan runs only for overlaps)
-                        movable(body__response_in[world, i], body__locked_by_in[world, i])
-                        or movable(body__response_in[world, j], body__locked_by_in[world, j])
+                        movable(body_in.response[world, i], body_in.locked_by[world, i])
+                        or movable(body_in.response[world, j], body_in.locked_by[world, j])
                     ) and boxes_overlap(
-                        body__aabb_lower_out[world, i],
-                        body__aabb_upper_out[world, i],
-                        body__aabb_lower_out[world, j],
-                        body__aabb_upper_out[world, j],
+                        body_out.aabb_lower[world, i],
+                        body_out.aabb_upper[world, i],
+                        body_out.aabb_lower[world, j],
+                        body_out.aabb_upper[world, j],
                     ):
-                        if not jointed(joint__alive_in, joint__joint_body_a_in, joint__joint_body_b_in, world, i, j):
+                        if not jointed(joint_in.alive, joint_in.joint_body_a, joint_in.joint_body_b, world, i, j):
                             count = add_pair(
-                                pair__pair_body_a_out, pair__pair_body_b_out, pair__overflow_out, world, count, i, j
+                                pair_out.pair_body_a, pair_out.pair_body_b, pair__overflow_out, world, count, i, j
                             )
     else:
         # Keep last step's order when it is still a permutation (bodies move little per step, so
@@ -762,7 +768,7 @@ def find_pairs(
         seen = wp.uint64(0)
         if valid:
             for k in range(nb):
-                r = body__sweep_order_out[world, k]
+                r = body_out.sweep_order[world, k]
                 if r < 0 or r >= nb:
                     valid = False
                 else:
@@ -773,34 +779,34 @@ def find_pairs(
                 valid = valid and seen == (wp.uint64(1) << wp.uint64(nb)) - wp.uint64(1)
         if not valid:
             for k in range(nb):
-                body__sweep_order_out[world, k] = k
+                body_out.sweep_order[world, k] = k
         for k in range(1, nb):
-            r = body__sweep_order_out[world, k]
-            key = body__aabb_lower_out[world, r][0]
+            r = body_out.sweep_order[world, k]
+            key = body_out.aabb_lower[world, r][0]
             m = k - 1
-            while m >= 0 and body__aabb_lower_out[world, body__sweep_order_out[world, m]][0] > key:
-                body__sweep_order_out[world, m + 1] = body__sweep_order_out[world, m]
+            while m >= 0 and body_out.aabb_lower[world, body_out.sweep_order[world, m]][0] > key:
+                body_out.sweep_order[world, m + 1] = body_out.sweep_order[world, m]
                 m -= 1
-            body__sweep_order_out[world, m + 1] = r
+            body_out.sweep_order[world, m + 1] = r
         for k in range(nb):
-            i = body__sweep_order_out[world, k]
-            lo_i = body__aabb_lower_out[world, i]
+            i = body_out.sweep_order[world, k]
+            lo_i = body_out.aabb_lower[world, i]
             if lo_i[0] >= BIG:
                 break
-            hi_i = body__aabb_upper_out[world, i]
+            hi_i = body_out.aabb_upper[world, i]
             for m in range(k + 1, nb):
-                j = body__sweep_order_out[world, m]
-                lo_j = body__aabb_lower_out[world, j]
+                j = body_out.sweep_order[world, m]
+                lo_j = body_out.aabb_lower[world, j]
                 if lo_j[0] > hi_i[0]:
                     break
                 if (  # noqa: SIM102 (as above)
-                    movable(body__response_in[world, i], body__locked_by_in[world, i])
-                    or movable(body__response_in[world, j], body__locked_by_in[world, j])
-                ) and boxes_overlap(lo_i, hi_i, lo_j, body__aabb_upper_out[world, j]):
-                    if not jointed(joint__alive_in, joint__joint_body_a_in, joint__joint_body_b_in, world, i, j):
+                    movable(body_in.response[world, i], body_in.locked_by[world, i])
+                    or movable(body_in.response[world, j], body_in.locked_by[world, j])
+                ) and boxes_overlap(lo_i, hi_i, lo_j, body_out.aabb_upper[world, j]):
+                    if not jointed(joint_in.alive, joint_in.joint_body_a, joint_in.joint_body_b, world, i, j):
                         count = add_pair(
-                            pair__pair_body_a_out, pair__pair_body_b_out, pair__overflow_out, world, count, i, j
+                            pair_out.pair_body_a, pair_out.pair_body_b, pair__overflow_out, world, count, i, j
                         )
     world_pair_count_out[world] = count
-    for k in range(pair__alive_out.shape[1]):
-        pair__alive_out[world, k] = wp.where(k < count, 1, 0)
+    for k in range(pair_out.alive.shape[1]):
+        pair_out.alive[world, k] = wp.where(k < count, 1, 0)

@@ -186,6 +186,10 @@ def test_system_parameters_follow_the_naming_convention(name):
                 continue  # <x>_in, <x>_out, world_<x>_in|out, <arch>__<x>_in|out
             if param in declared:
                 continue
+            fields = getattr(system.param_types[param], "ecs_resources", None)
+            if fields is not None:  # an ecs.resource_bundle: every field must be declared
+                bad += [f"{system.name}({param}.{f})" for f in fields if f not in declared]
+                continue
             if system.is_func and param in ("world", "row"):
                 continue
             bad.append(f"{system.name}({param})")

@@ -1,5 +1,6 @@
-"""Foraging systems: raw per-world kernels for everything that spawns, despawns or writes a
-singleton, per-entity functions for the rest (the engine generates their kernels)."""
+"""Foraging systems: per-world functions (whole tables indexed by ``world``) for everything that
+spawns, despawns or reads other archetypes, per-entity functions for the rest. All are
+``@wp.func`` systems, so the engine generates their kernels and fuses the step into one."""
 
 import enum
 
@@ -30,25 +31,25 @@ FOOD_FLAG = wp.constant(1.0)
 POISON_FLAG = wp.constant(-1.0)
 
 
-@wp.kernel
+@wp.func
 def move_forager(
+    world: wp.int32,
     # Resources:
     arena_size: float,
     agent_speed: float,
     # Components in:
-    world_move_in: wp.array[wp.int32],
+    world_move_in: wp.int32,
     forager__alive_in: wp.array2d[wp.int32],
     # Components out:
     forager__position_out: wp.array2d[wp.vec2],
 ):
     """One step of ``agent_speed`` in the chosen direction; the arena's walls stop the agent."""
-    world = wp.tid()
     if forager__alive_in[world, 0] == 0:
         return
     p = forager__position_out[world, 0]
     x = p[0]
     y = p[1]
-    move = world_move_in[world]
+    move = world_move_in
     # Additions only (no multiply), so every backend rounds the same way.
     if move == _UP:
         y = y + agent_speed
@@ -92,8 +93,9 @@ def place_item(
             lifetime_col[world, row] = lifetime
 
 
-@wp.kernel
+@wp.func
 def spawn_items(
+    world: wp.int32,
     # Resources:
     arena_size: float,
     food_spawn_prob: float,
@@ -102,7 +104,7 @@ def spawn_items(
     poison_lifetime: int,
     strict_capacity: bool,
     # Components out:
-    world_rng_out: wp.array[wp.uint32],
+    world_rng_out: wp.uint32,
     food__alive_out: wp.array2d[wp.int32],
     food__generation_out: wp.array2d[wp.int32],
     food__overflow_out: wp.array[wp.int32],
@@ -117,14 +119,12 @@ def spawn_items(
     poison__lifetime_out: wp.array2d[wp.int32],
 ):
     """At most one food and one poison item per step, at uniform positions in the lowest free rows."""
-    world = wp.tid()
-    state = world_rng_out[world]
+    state = world_rng_out
     # Six draws every step, whatever is spawned, so the stream never depends on the tables.
     food_roll = wp.randf(state)
     food_at = wp.vec2(wp.randf(state, 0.0, arena_size), wp.randf(state, 0.0, arena_size))
     poison_roll = wp.randf(state)
     poison_at = wp.vec2(wp.randf(state, 0.0, arena_size), wp.randf(state, 0.0, arena_size))
-    world_rng_out[world] = state
     if food_roll < food_spawn_prob:
         place_item(
             strict_capacity,
@@ -151,6 +151,7 @@ def spawn_items(
             poison__age_out,
             poison__lifetime_out,
         )
+    return state
 
 
 @wp.func
@@ -173,20 +174,16 @@ def burn_energy(
     return wp.max(energy_out - energy_per_step, 0.0)
 
 
-@wp.kernel
+@wp.func
 def expire_items(
     # Components in:
-    age_in: wp.array2d[wp.int32],
-    lifetime_in: wp.array2d[wp.int32],
+    age_in: wp.int32,
+    lifetime_in: wp.int32,
     # Components out:
-    alive_out: wp.array2d[wp.int32],
+    alive_out: wp.int32,
 ):
-    """Despawns items whose age reached their lifetime; launched once per item archetype."""
-    world, row = wp.tid()
-    if alive_out[world, row] == 0:
-        return
-    if age_in[world, row] >= lifetime_in[world, row]:
-        ecs.despawn(alive_out, world, row)
+    """Despawns items whose age reached their lifetime; runs once per item archetype, per live row."""
+    return wp.where(age_in >= lifetime_in, 0, alive_out)
 
 
 @wp.func
@@ -207,8 +204,9 @@ def eat_within_reach(
     return eaten
 
 
-@wp.kernel
+@wp.func
 def eat_items(
+    world: wp.int32,
     # Resources:
     reach: float,
     food_reward: float,
@@ -225,14 +223,13 @@ def eat_items(
     food__alive_out: wp.array2d[wp.int32],
     poison__alive_out: wp.array2d[wp.int32],
     forager__energy_out: wp.array2d[wp.float32],
-    world_reward_out: wp.array[wp.float32],
-    world_score_out: wp.array[wp.float32],
-    world_items_eaten_out: wp.array[wp.int32],
+    world_reward_out: wp.float32,
+    world_score_out: wp.float32,
+    world_items_eaten_out: wp.int32,
 ):
     """The forager eats every item within ``reach``: food first, then poison, one item at a time."""
-    world = wp.tid()
     if forager__alive_in[world, 0] == 0:
-        return
+        return world_reward_out, world_score_out, world_items_eaten_out
     agent = forager__position_in[world, 0]
     food = eat_within_reach(food__alive_out, food__position_in, agent, reach, world)
     poison = eat_within_reach(poison__alive_out, poison__position_in, agent, reach, world)
@@ -246,35 +243,32 @@ def eat_items(
         energy = wp.max(energy - poison_energy, 0.0)
         reward = reward + poison_reward
     forager__energy_out[world, 0] = energy
-    world_reward_out[world] = reward
-    world_score_out[world] = world_score_out[world] + reward
-    world_items_eaten_out[world] = world_items_eaten_out[world] + food + poison
+    return reward, world_score_out + reward, world_items_eaten_out + food + poison
 
 
-@wp.kernel
+@wp.func
 def judge_forager(
+    world: wp.int32,
     # Components in:
     forager__alive_in: wp.array2d[wp.int32],
     forager__energy_in: wp.array2d[wp.float32],
     # Components out:
-    world_terminated_out: wp.array[wp.bool],
+    world_terminated_out: wp.bool,
 ):
     """The episode ends when the forager has no energy left."""
-    world = wp.tid()
-    world_terminated_out[world] = forager__alive_in[world, 0] != 0 and forager__energy_in[world, 0] <= 0.0
+    return forager__alive_in[world, 0] != 0 and forager__energy_in[world, 0] <= 0.0
 
 
-@wp.kernel
+@wp.func
 def reset_foraging(
+    world: wp.int32,
     # Resources:
     arena_size: float,
     max_energy: float,
-    # Components in:
-    world_reset_in: wp.array[wp.int32],
     # Components out:
-    world_rng_out: wp.array[wp.uint32],
-    world_score_out: wp.array[wp.float32],
-    world_items_eaten_out: wp.array[wp.int32],
+    world_rng_out: wp.uint32,
+    world_score_out: wp.float32,
+    world_items_eaten_out: wp.int32,
     food__alive_out: wp.array2d[wp.int32],
     poison__alive_out: wp.array2d[wp.int32],
     forager__alive_out: wp.array2d[wp.int32],
@@ -283,18 +277,13 @@ def reset_foraging(
     forager__position_out: wp.array2d[wp.vec2],
     forager__energy_out: wp.array2d[wp.float32],
 ):
-    """Empties the item tables and puts the forager, full of energy, at a uniform position."""
-    world = wp.tid()
-    # A raw RESET kernel runs for every world; only the ones being reset may change.
-    if world_reset_in[world] == 0:
-        return
+    """Empties the item tables and puts the forager, full of energy, at a uniform position (worlds being reset)."""
     for row in range(food__alive_out.shape[1]):
         ecs.despawn(food__alive_out, world, row)
     for row in range(poison__alive_out.shape[1]):
         ecs.despawn(poison__alive_out, world, row)
-    state = world_rng_out[world]
+    state = world_rng_out
     at = wp.vec2(wp.randf(state, 0.0, arena_size), wp.randf(state, 0.0, arena_size))
-    world_rng_out[world] = state
     row = wp.int32(0)
     # The forager table starts empty; the first reset spawns the forager, which then lives on.
     if forager__alive_out[world, 0] == 0:
@@ -302,21 +291,20 @@ def reset_foraging(
     if row >= 0:
         forager__position_out[world, row] = at
         forager__energy_out[world, row] = max_energy
-    world_score_out[world] = 0.0
-    world_items_eaten_out[world] = 0
+    return state, wp.float32(0.0), wp.int32(0)
 
 
-@wp.kernel
+@wp.func
 def observe_forager(
+    world: wp.int32,
     # Components in:
     forager__position_in: wp.array2d[wp.vec2],
     forager__energy_in: wp.array2d[wp.float32],
     # Components out:
-    world_agent_out: wp.array[wp.vec3],
+    world_agent_out: wp.vec3,
 ):
-    world = wp.tid()
     p = forager__position_in[world, 0]
-    world_agent_out[world] = wp.vec3(p[0], p[1], forager__energy_in[world, 0])
+    return wp.vec3(p[0], p[1], forager__energy_in[world, 0])
 
 
 @wp.func
@@ -338,8 +326,9 @@ def list_items(
     return next_slot
 
 
-@wp.kernel
+@wp.func
 def observe_items(
+    world: wp.int32,
     # Components in:
     forager__position_in: wp.array2d[wp.vec2],
     food__alive_in: wp.array2d[wp.int32],
@@ -350,7 +339,6 @@ def observe_items(
     world_items_out: wp.array2d[wp.vec3],
 ):
     """Live items relative to the forager: food rows, then poison rows, in row order; zeros pad."""
-    world = wp.tid()
     agent = forager__position_in[world, 0]
     slot = list_items(world_items_out, food__alive_in, food__position_in, agent, FOOD_FLAG, world, 0)
     slot = list_items(world_items_out, poison__alive_in, poison__position_in, agent, POISON_FLAG, world, slot)

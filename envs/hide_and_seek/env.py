@@ -426,12 +426,12 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
             Active,
         ],
         systems=[
-            ecs.System(kernels.act_agents, ecs.Phase.ACT, dim="world"),
+            ecs.System(kernels.act_agents, ecs.Phase.ACT),
             *physics.systems(),
-            ecs.System(kernels.reward_teams, ecs.Phase.REWARD, dim="world"),
+            ecs.System(kernels.reward_teams, ecs.Phase.REWARD),
             ecs.System(kernels.reset_level, ecs.Phase.RESET, dim="world"),
             *raycast.sensor_systems(wide=cfg.wide_sensors),
-            ecs.System(kernels.observe_agents, ecs.Phase.OBSERVE, dim="world"),
+            ecs.System(kernels.observe_agents, ecs.Phase.OBSERVE),
         ],
         actions={
             "move": ecs.Action(Move, low=0, high=10),

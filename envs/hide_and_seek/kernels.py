@@ -11,6 +11,7 @@ import enum
 
 import warp as wp
 
+import ecs
 from systems.collision import shape_extent
 from systems.geometry import BOX, PLANE, SPHERE, WEDGE
 from systems.locking import try_lock, try_unlock
@@ -63,30 +64,44 @@ _GRID_STEP = wp.constant(0.1)
 _TEAM_ATTEMPTS = wp.constant(8)
 
 
-@wp.struct
-class Bodies:
-    """The body columns a reset writes."""
-
-    alive: wp.array2d[wp.int32]
-    generation: wp.array2d[wp.int32]
-    kind: wp.array2d[wp.int32]
-    shape: wp.array2d[wp.int32]
-    size: wp.array2d[wp.vec3]
-    position: wp.array2d[wp.vec3]
-    rotation: wp.array2d[wp.quat]
-    linear_velocity: wp.array2d[wp.vec3]
-    angular_velocity: wp.array2d[wp.vec3]
-    mass: wp.array2d[wp.float32]
-    inv_inertia: wp.array2d[wp.mat33]
-    response: wp.array2d[wp.int32]
-    friction: wp.array2d[wp.float32]
-    restitution: wp.array2d[wp.float32]
-    force: wp.array2d[wp.vec3]
-    torque: wp.array2d[wp.vec3]
-    prev_position: wp.array2d[wp.vec3]
-    prev_rotation: wp.array2d[wp.quat]
-    locked_by: wp.array2d[wp.int32]
-    sweep_order: wp.array2d[wp.int32]
+# The body columns a reset writes, one parameter (``body_out``) bound by the engine.
+Bodies = ecs.bundle(
+    "Bodies",
+    [
+        "alive",
+        "generation",
+        ("kind", wp.int32),
+        ("shape", wp.int32),
+        ("size", wp.vec3),
+        ("position", wp.vec3),
+        ("rotation", wp.quat),
+        ("linear_velocity", wp.vec3),
+        ("angular_velocity", wp.vec3),
+        ("mass", wp.float32),
+        ("inv_inertia", wp.mat33),
+        ("response", wp.int32),
+        ("friction", wp.float32),
+        ("restitution", wp.float32),
+        ("force", wp.vec3),
+        ("torque", wp.vec3),
+        ("prev_position", wp.vec3),
+        ("prev_rotation", wp.quat),
+        ("locked_by", wp.int32),
+        ("sweep_order", wp.int32),
+    ],
+)
+# The agent columns a reset writes.
+AgentSlotsReset = ecs.bundle(
+    "AgentSlotsReset",
+    [
+        "alive",
+        ("body_row", wp.int32),
+        ("team", wp.int32),
+        ("holding", wp.int32),
+        ("lock_pressed", wp.int32),
+        ("reach_target", wp.int32),
+    ],
+)
 
 
 @wp.func
@@ -254,45 +269,54 @@ def wall_with_door(
     return r
 
 
+# The resources and config values a reset reads, one parameter (``level``) filled by the engine.
+LevelResources = ecs.resource_bundle(
+    "LevelResources",
+    {
+        "floor_size": float,
+        "wall_thickness": float,
+        "wall_height": float,
+        "door_width": float,
+        "outside_walls_prob": float,
+        "max_rooms": int,
+        "random_room_number": bool,
+        "min_hiders": int,
+        "max_hiders": int,
+        "min_seekers": int,
+        "max_seekers": int,
+        "min_boxes": int,
+        "max_boxes": int,
+        "min_elongated_boxes": int,
+        "box_size": float,
+        "elongated_box_scale": wp.vec3,
+        "ramp_size": wp.vec3,
+        "agent_radius": float,
+        "agent_mass": float,
+        "box_mass": float,
+        "ramp_mass": float,
+        "floor_friction": float,
+        "box_friction": float,
+        "agent_friction": float,
+        "ramp_friction": float,
+        "wall_friction": float,
+        "team_spawn_radius": float,
+        "placement_clearance": float,
+        "first_wall_row": int,
+        "first_box_row": int,
+        "first_ramp_row": int,
+        "first_agent_row": int,
+        "fixed_wall_count": int,
+        "fixed_box_count": int,
+        "fixed_ramp_count": int,
+        "fixed_agent_count": int,
+    },
+)
+
+
 @wp.kernel
 def reset_level(
     # Resources:
-    floor_size: float,
-    wall_thickness: float,
-    wall_height: float,
-    door_width: float,
-    outside_walls_prob: float,
-    max_rooms: int,
-    random_room_number: bool,
-    min_hiders: int,
-    max_hiders: int,
-    min_seekers: int,
-    max_seekers: int,
-    min_boxes: int,
-    max_boxes: int,
-    min_elongated_boxes: int,
-    box_size: float,
-    elongated_box_scale: wp.vec3,
-    ramp_size: wp.vec3,
-    agent_radius: float,
-    agent_mass: float,
-    box_mass: float,
-    ramp_mass: float,
-    floor_friction: float,
-    box_friction: float,
-    agent_friction: float,
-    ramp_friction: float,
-    wall_friction: float,
-    team_spawn_radius: float,
-    placement_clearance: float,
-    first_wall_row: int,
-    first_box_row: int,
-    first_ramp_row: int,
-    first_agent_row: int,
-    fixed_wall_count: int,
-    fixed_box_count: int,
-    fixed_ramp_count: int,
-    fixed_agent_count: int,
+    level: LevelResources,
     fixed_walls: wp.array[WallVec],
     fixed_boxes: wp.array[BoxVec],
     fixed_ramps: wp.array[wp.vec3],
@@ -301,73 +325,29 @@ def reset_level(
     world_reset_in: wp.array[wp.int32],
     # Components out:
     world_rng_out: wp.array[wp.uint32],
-    body__alive_out: wp.array2d[wp.int32],
-    body__generation_out: wp.array2d[wp.int32],
-    body__kind_out: wp.array2d[wp.int32],
-    body__shape_out: wp.array2d[wp.int32],
-    body__size_out: wp.array2d[wp.vec3],
-    body__position_out: wp.array2d[wp.vec3],
-    body__rotation_out: wp.array2d[wp.quat],
-    body__linear_velocity_out: wp.array2d[wp.vec3],
-    body__angular_velocity_out: wp.array2d[wp.vec3],
-    body__mass_out: wp.array2d[wp.float32],
-    body__inv_inertia_out: wp.array2d[wp.mat33],
-    body__response_out: wp.array2d[wp.int32],
-    body__friction_out: wp.array2d[wp.float32],
-    body__restitution_out: wp.array2d[wp.float32],
-    body__force_out: wp.array2d[wp.vec3],
-    body__torque_out: wp.array2d[wp.vec3],
-    body__prev_position_out: wp.array2d[wp.vec3],
-    body__prev_rotation_out: wp.array2d[wp.quat],
-    body__locked_by_out: wp.array2d[wp.int32],
-    body__sweep_order_out: wp.array2d[wp.int32],
+    body_out: Bodies,
     joint__alive_out: wp.array2d[wp.int32],
-    agent__alive_out: wp.array2d[wp.int32],
-    agent__body_row_out: wp.array2d[wp.int32],
-    agent__team_out: wp.array2d[wp.int32],
-    agent__holding_out: wp.array2d[wp.int32],
-    agent__lock_pressed_out: wp.array2d[wp.int32],
-    agent__reach_target_out: wp.array2d[wp.int32],
+    agent_out: AgentSlotsReset,
 ):
     """A new level for every world being reset: the fixed layout if one is given, else a procedural one."""
     world = wp.tid()
     if world_reset_in[world] == 0:
         return
-    b = Bodies()
-    b.alive = body__alive_out
-    b.generation = body__generation_out
-    b.kind = body__kind_out
-    b.shape = body__shape_out
-    b.size = body__size_out
-    b.position = body__position_out
-    b.rotation = body__rotation_out
-    b.linear_velocity = body__linear_velocity_out
-    b.angular_velocity = body__angular_velocity_out
-    b.mass = body__mass_out
-    b.inv_inertia = body__inv_inertia_out
-    b.response = body__response_out
-    b.friction = body__friction_out
-    b.restitution = body__restitution_out
-    b.force = body__force_out
-    b.torque = body__torque_out
-    b.prev_position = body__prev_position_out
-    b.prev_rotation = body__prev_rotation_out
-    b.locked_by = body__locked_by_out
-    b.sweep_order = body__sweep_order_out
-    nb = body__alive_out.shape[1]
+    b = body_out
+    nb = b.alive.shape[1]
     for i in range(nb):
-        body__alive_out[world, i] = 0
-        body__kind_out[world, i] = 0
-        body__sweep_order_out[world, i] = -1
+        b.alive[world, i] = 0
+        b.kind[world, i] = 0
+        b.sweep_order[world, i] = -1
     for j in range(joint__alive_out.shape[1]):
         joint__alive_out[world, j] = 0
-    for a in range(agent__alive_out.shape[1]):
-        agent__alive_out[world, a] = 0
-        agent__body_row_out[world, a] = first_agent_row + a
-        agent__team_out[world, a] = wp.where(a < _MAX_TEAM, 0, 1)
-        agent__holding_out[world, a] = 0
-        agent__lock_pressed_out[world, a] = 0
-        agent__reach_target_out[world, a] = -1
+    for a in range(agent_out.alive.shape[1]):
+        agent_out.alive[world, a] = 0
+        agent_out.body_row[world, a] = level.first_agent_row + a
+        agent_out.team[world, a] = wp.where(a < _MAX_TEAM, 0, 1)
+        agent_out.holding[world, a] = 0
+        agent_out.lock_pressed[world, a] = 0
+        agent_out.reach_target[world, a] = -1
     put_body(
         b,
         world,
@@ -379,49 +359,49 @@ def reset_level(
         wp.quat_identity(),
         0.0,
         STATIC,
-        floor_friction,
+        level.floor_friction,
     )
-    half = 0.5 * floor_size
+    half = 0.5 * level.floor_size
     state = world_rng_out[world]
-    unit = wp.vec3(box_size, box_size, box_size) * 0.5
-    if fixed_agent_count > 0:
-        for i in range(fixed_wall_count):
-            put_wall(b, world, first_wall_row + i, fixed_walls[i], wall_friction)
-        for i in range(fixed_box_count):
+    unit = wp.vec3(level.box_size, level.box_size, level.box_size) * 0.5
+    if level.fixed_agent_count > 0:
+        for i in range(level.fixed_wall_count):
+            put_wall(b, world, level.first_wall_row + i, fixed_walls[i], level.wall_friction)
+        for i in range(level.fixed_box_count):
             fb = fixed_boxes[i]
             size = wp.vec3(0.5 * fb[3], 0.5 * fb[4], 0.5 * fb[5])
             put_body(
                 b,
                 world,
-                first_box_row + i,
+                level.first_box_row + i,
                 BOX_KIND,
                 BOX,
                 size,
                 wp.vec3(fb[0], fb[1], size[2]),
                 yaw_quat(fb[2]),
-                box_mass,
+                level.box_mass,
                 DYNAMIC,
-                box_friction,
+                level.box_friction,
             )
-        rs = ramp_size * 0.5
-        for i in range(fixed_ramp_count):
+        rs = level.ramp_size * 0.5
+        for i in range(level.fixed_ramp_count):
             fr = fixed_ramps[i]
             put_body(
                 b,
                 world,
-                first_ramp_row + i,
+                level.first_ramp_row + i,
                 RAMP_KIND,
                 WEDGE,
                 rs,
                 wp.vec3(fr[0], fr[1], 2.0 * rs[2] / 3.0),
                 yaw_quat(fr[2]),
-                ramp_mass,
+                level.ramp_mass,
                 DYNAMIC,
-                ramp_friction,
+                level.ramp_friction,
             )
         hiders = wp.int32(0)
         seekers = wp.int32(0)
-        for i in range(fixed_agent_count):
+        for i in range(level.fixed_agent_count):
             fg = fixed_agents[i]
             slot = wp.int32(0)
             if fg[0] < 0.5:
@@ -434,38 +414,38 @@ def reset_level(
             put_body(
                 b,
                 world,
-                first_agent_row + slot,
+                level.first_agent_row + slot,
                 kind,
                 SPHERE,
-                wp.vec3(agent_radius, 0.0, 0.0),
-                wp.vec3(fg[1], fg[2], agent_radius),
+                wp.vec3(level.agent_radius, 0.0, 0.0),
+                wp.vec3(fg[1], fg[2], level.agent_radius),
                 yaw_quat(fg[3]),
-                agent_mass,
+                level.agent_mass,
                 DYNAMIC,
-                agent_friction,
+                level.agent_friction,
             )
-            agent__alive_out[world, slot] = 1
+            agent_out.alive[world, slot] = 1
         world_rng_out[world] = state
         return
 
     # -- procedural level ----------------------------------------------------------------------
-    row = first_wall_row
-    if wp.randf(state) < outside_walls_prob:
-        t = wall_thickness
+    row = level.first_wall_row
+    if wp.randf(state) < level.outside_walls_prob:
+        t = level.wall_thickness
         e = half - 0.5 * t
-        put_wall(b, world, row, WallVec(-half, -e, half, -e, t, wall_height), wall_friction)
-        put_wall(b, world, row + 1, WallVec(-half, e, half, e, t, wall_height), wall_friction)
-        put_wall(b, world, row + 2, WallVec(-e, -half, -e, half, t, wall_height), wall_friction)
-        put_wall(b, world, row + 3, WallVec(e, -half, e, half, t, wall_height), wall_friction)
+        put_wall(b, world, row, WallVec(-half, -e, half, -e, t, level.wall_height), level.wall_friction)
+        put_wall(b, world, row + 1, WallVec(-half, e, half, e, t, level.wall_height), level.wall_friction)
+        put_wall(b, world, row + 2, WallVec(-e, -half, -e, half, t, level.wall_height), level.wall_friction)
+        put_wall(b, world, row + 3, WallVec(e, -half, e, half, t, level.wall_height), level.wall_friction)
         row += 4
-    rooms = max_rooms
-    if random_room_number:
-        rooms, state = randi(state, 1, max_rooms)
+    rooms = level.max_rooms
+    if level.random_room_number:
+        rooms, state = randi(state, 1, level.max_rooms)
     margin = 1.2  # m: every room at least this wide
     split_x = wp.float32(0.0)
     if rooms >= 2:
         split_x = wp.randf(state, -half + 2.0 * margin, half - 2.0 * margin)
-        door = wp.randf(state, 0.5 * door_width + 0.3, floor_size - 0.5 * door_width - 0.3)
+        door = wp.randf(state, 0.5 * level.door_width + 0.3, level.floor_size - 0.5 * level.door_width - 0.3)
         row = wall_with_door(
             b,
             world,
@@ -473,88 +453,88 @@ def reset_level(
             wp.vec2(split_x, -half),
             wp.vec2(split_x, half),
             door,
-            door_width,
-            wall_thickness,
-            wall_height,
-            wall_friction,
+            level.door_width,
+            level.wall_thickness,
+            level.wall_height,
+            level.wall_friction,
         )
     if rooms >= 3:
         y = wp.randf(state, -half + margin, half - margin)
         width = split_x + half
-        door = wp.randf(state, 0.5 * door_width + 0.2, width - 0.5 * door_width - 0.2)
+        door = wp.randf(state, 0.5 * level.door_width + 0.2, width - 0.5 * level.door_width - 0.2)
         row = wall_with_door(
             b,
             world,
             row,
             wp.vec2(-half, y),
-            wp.vec2(split_x - 0.5 * wall_thickness, y),
+            wp.vec2(split_x - 0.5 * level.wall_thickness, y),
             door,
-            door_width,
-            wall_thickness,
-            wall_height,
-            wall_friction,
+            level.door_width,
+            level.wall_thickness,
+            level.wall_height,
+            level.wall_friction,
         )
     if rooms >= 4:
         y = wp.randf(state, -half + margin, half - margin)
         width = half - split_x
-        door = wp.randf(state, 0.5 * door_width + 0.2, width - 0.5 * door_width - 0.2)
+        door = wp.randf(state, 0.5 * level.door_width + 0.2, width - 0.5 * level.door_width - 0.2)
         row = wall_with_door(
             b,
             world,
             row,
-            wp.vec2(split_x + 0.5 * wall_thickness, y),
+            wp.vec2(split_x + 0.5 * level.wall_thickness, y),
             wp.vec2(half, y),
             door,
-            door_width,
-            wall_thickness,
-            wall_height,
-            wall_friction,
+            level.door_width,
+            level.wall_thickness,
+            level.wall_height,
+            level.wall_friction,
         )
 
     none = wp.vec3(0.0, 0.0, 0.0)
-    n_boxes, state = randi(state, min_boxes, max_boxes)
-    n_long, state = randi(state, wp.min(min_elongated_boxes, n_boxes), n_boxes)
+    n_boxes, state = randi(state, level.min_boxes, level.max_boxes)
+    n_long, state = randi(state, wp.min(level.min_elongated_boxes, n_boxes), n_boxes)
     for i in range(n_boxes):
         size = unit
         if i < n_long:
-            size = wp.cw_mul(unit, elongated_box_scale)
+            size = wp.cw_mul(unit, level.elongated_box_scale)
         yaw = float(wp.where(wp.randf(state) < 0.5, 0.0, 0.5 * wp.pi))
-        x, y, found, state = place(b, world, state, BOX, size, yaw, half, placement_clearance, none, 0.0)
+        x, y, found, state = place(b, world, state, BOX, size, yaw, half, level.placement_clearance, none, 0.0)
         if found:
             put_body(
                 b,
                 world,
-                first_box_row + i,
+                level.first_box_row + i,
                 BOX_KIND,
                 BOX,
                 size,
                 wp.vec3(x, y, size[2]),
                 yaw_quat(yaw),
-                box_mass,
+                level.box_mass,
                 DYNAMIC,
-                box_friction,
+                level.box_friction,
             )
-    rs = ramp_size * 0.5
+    rs = level.ramp_size * 0.5
     for i in range(_NUM_RAMPS):
         yaw = 0.5 * wp.pi * float(int(wp.randf(state) * 4.0) % 4)
-        x, y, found, state = place(b, world, state, WEDGE, rs, yaw, half, placement_clearance, none, 0.0)
+        x, y, found, state = place(b, world, state, WEDGE, rs, yaw, half, level.placement_clearance, none, 0.0)
         if found:
             put_body(
                 b,
                 world,
-                first_ramp_row + i,
+                level.first_ramp_row + i,
                 RAMP_KIND,
                 WEDGE,
                 rs,
                 wp.vec3(x, y, 2.0 * rs[2] / 3.0),
                 yaw_quat(yaw),
-                ramp_mass,
+                level.ramp_mass,
                 DYNAMIC,
-                ramp_friction,
+                level.ramp_friction,
             )
-    n_hiders, state = randi(state, min_hiders, max_hiders)
-    n_seekers, state = randi(state, min_seekers, max_seekers)
-    ball = wp.vec3(agent_radius, 0.0, 0.0)
+    n_hiders, state = randi(state, level.min_hiders, level.max_hiders)
+    n_seekers, state = randi(state, level.min_seekers, level.max_seekers)
+    ball = wp.vec3(level.agent_radius, 0.0, 0.0)
     for team in range(2):
         count = wp.where(team == 0, n_hiders, n_seekers)
         done = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
@@ -567,9 +547,9 @@ def reset_level(
                 for k in range(count):
                     slot = team * _MAX_TEAM + k
                     yaw = wp.randf(state, -wp.pi, wp.pi)
-                    radius = wp.where(k == 0 or attempt == _TEAM_ATTEMPTS - 1, 0.0, team_spawn_radius)
+                    radius = wp.where(k == 0 or attempt == _TEAM_ATTEMPTS - 1, 0.0, level.team_spawn_radius)
                     x, y, found, state = place(
-                        b, world, state, SPHERE, ball, yaw, half, placement_clearance, first, radius
+                        b, world, state, SPHERE, ball, yaw, half, level.placement_clearance, first, radius
                     )
                     if k == 0:
                         first = wp.vec3(x, y, 0.0)
@@ -578,22 +558,22 @@ def reset_level(
                     put_body(
                         b,
                         world,
-                        first_agent_row + slot,
+                        level.first_agent_row + slot,
                         wp.where(team == 0, HIDER_KIND, SEEKER_KIND),
                         SPHERE,
                         ball,
-                        wp.vec3(x, y, agent_radius),
+                        wp.vec3(x, y, level.agent_radius),
                         yaw_quat(yaw),
-                        agent_mass,
+                        level.agent_mass,
                         DYNAMIC,
-                        agent_friction,
+                        level.agent_friction,
                     )
-                    agent__alive_out[world, slot] = 1
+                    agent_out.alive[world, slot] = 1
                 if ok or attempt == _TEAM_ATTEMPTS - 1:
                     done = True
                 else:
                     for k in range(count):
-                        body__alive_out[world, first_agent_row + team * _MAX_TEAM + k] = 0
+                        b.alive[world, level.first_agent_row + team * _MAX_TEAM + k] = 0
     world_rng_out[world] = state
 
 
@@ -608,8 +588,39 @@ def grabbable(target: int, kind: wp.array2d[wp.int32], world: int) -> int:
     return -1
 
 
-@wp.kernel
+# Column bundles of act_agents (whole columns, indexed [world, row]).
+AgentSlots = ecs.bundle("AgentSlots", ["alive", ("body_row", wp.int32), ("team", wp.int32), ("reach_target", wp.int32)])
+AgentHands = ecs.bundle("AgentHands", [("holding", wp.int32), ("lock_pressed", wp.int32)])
+BodyInertia = ecs.bundle("BodyInertia", [("kind", wp.int32), ("mass", wp.float32), ("inv_inertia", wp.mat33)])
+BodyDrive = ecs.bundle(
+    "BodyDrive",
+    [
+        ("position", wp.vec3),
+        ("rotation", wp.quat),
+        ("linear_velocity", wp.vec3),
+        ("angular_velocity", wp.vec3),
+        ("force", wp.vec3),
+        ("torque", wp.vec3),
+        ("response", wp.int32),
+        ("locked_by", wp.int32),
+    ],
+)
+GrabJoints = ecs.bundle(
+    "GrabJoints",
+    [
+        "alive",
+        ("joint_body_a", wp.int32),
+        ("joint_body_b", wp.int32),
+        ("joint_anchor_a", wp.vec3),
+        ("joint_anchor_b", wp.vec3),
+        ("joint_rotation", wp.quat),
+    ],
+)
+
+
+@wp.func
 def act_agents(
+    world: wp.int32,
     # Resources:
     prep_steps: int,
     move_force: float,
@@ -617,95 +628,76 @@ def act_agents(
     move_damping: float,
     turn_damping: float,
     # Components in:
-    world_episode_step_in: wp.array[wp.int32],
+    world_episode_step_in: wp.int32,
     world_move_in: wp.array2d[wp.vec3i],
     world_grab_in: wp.array2d[wp.int32],
     world_lock_in: wp.array2d[wp.int32],
-    agent__alive_in: wp.array2d[wp.int32],
-    agent__body_row_in: wp.array2d[wp.int32],
-    agent__team_in: wp.array2d[wp.int32],
-    agent__reach_target_in: wp.array2d[wp.int32],
-    body__kind_in: wp.array2d[wp.int32],
-    body__mass_in: wp.array2d[wp.float32],
-    body__inv_inertia_in: wp.array2d[wp.mat33],
+    agent_in: AgentSlots,
+    body_in: BodyInertia,
     # Components out:
-    agent__holding_out: wp.array2d[wp.int32],
-    agent__lock_pressed_out: wp.array2d[wp.int32],
-    body__position_out: wp.array2d[wp.vec3],
-    body__rotation_out: wp.array2d[wp.quat],
-    body__linear_velocity_out: wp.array2d[wp.vec3],
-    body__angular_velocity_out: wp.array2d[wp.vec3],
-    body__force_out: wp.array2d[wp.vec3],
-    body__torque_out: wp.array2d[wp.vec3],
-    body__response_out: wp.array2d[wp.int32],
-    body__locked_by_out: wp.array2d[wp.int32],
-    joint__alive_out: wp.array2d[wp.int32],
-    joint__joint_body_a_out: wp.array2d[wp.int32],
-    joint__joint_body_b_out: wp.array2d[wp.int32],
-    joint__joint_anchor_a_out: wp.array2d[wp.vec3],
-    joint__joint_anchor_b_out: wp.array2d[wp.vec3],
-    joint__joint_rotation_out: wp.array2d[wp.quat],
+    agent_out: AgentHands,
+    body_out: BodyDrive,
+    joint_out: GrabJoints,
 ):
     """Locks, grabs and drive forces of every agent, slots in order; seekers are frozen during preparation."""
-    world = wp.tid()
-    prep = world_episode_step_in[world] <= prep_steps
+    prep = world_episode_step_in <= prep_steps
     # Lock first (a press toggles), so that a box locked this step can no longer be held.
     for a in range(_NUM_AGENTS):
-        if agent__alive_in[world, a] != 0:
-            frozen = prep and agent__team_in[world, a] == 1
+        if agent_in.alive[world, a] != 0:
+            frozen = prep and agent_in.team[world, a] == 1
             pressed = world_lock_in[world, a] != 0 and not frozen
-            target = grabbable(agent__reach_target_in[world, a], body__kind_in, world)
-            if pressed and agent__lock_pressed_out[world, a] == 0 and target >= 0:
-                team = agent__team_in[world, a]
-                if body__locked_by_out[world, target] == 0:
-                    if try_lock(body__locked_by_out, world, target, team):
-                        body__linear_velocity_out[world, target] = wp.vec3(0.0, 0.0, 0.0)
-                        body__angular_velocity_out[world, target] = wp.vec3(0.0, 0.0, 0.0)
+            target = grabbable(agent_in.reach_target[world, a], body_in.kind, world)
+            if pressed and agent_out.lock_pressed[world, a] == 0 and target >= 0:
+                team = agent_in.team[world, a]
+                if body_out.locked_by[world, target] == 0:
+                    if try_lock(body_out.locked_by, world, target, team):
+                        body_out.linear_velocity[world, target] = wp.vec3(0.0, 0.0, 0.0)
+                        body_out.angular_velocity[world, target] = wp.vec3(0.0, 0.0, 0.0)
                 else:
-                    try_unlock(body__locked_by_out, world, target, team)
-            agent__lock_pressed_out[world, a] = wp.where(pressed, 1, 0)
+                    try_unlock(body_out.locked_by, world, target, team)
+            agent_out.lock_pressed[world, a] = wp.where(pressed, 1, 0)
     for a in range(_NUM_AGENTS):
-        me = agent__body_row_in[world, a]
-        if agent__alive_in[world, a] == 0:
-            joint__alive_out[world, a] = 0
-            agent__holding_out[world, a] = 0
+        me = agent_in.body_row[world, a]
+        if agent_in.alive[world, a] == 0:
+            joint_out.alive[world, a] = 0
+            agent_out.holding[world, a] = 0
             continue
-        frozen = prep and agent__team_in[world, a] == 1
+        frozen = prep and agent_in.team[world, a] == 1
         want = world_grab_in[world, a] != 0 and not frozen
-        holding = agent__holding_out[world, a] != 0
+        holding = agent_out.holding[world, a] != 0
         if holding:
-            held = joint__joint_body_b_out[world, a]
-            if not want or body__locked_by_out[world, held] != 0:
+            held = joint_out.joint_body_b[world, a]
+            if not want or body_out.locked_by[world, held] != 0:
                 holding = False
         elif want:
-            target = grabbable(agent__reach_target_in[world, a], body__kind_in, world)
+            target = grabbable(agent_in.reach_target[world, a], body_in.kind, world)
             if target >= 0:  # noqa: SIM102 (Warp does not short-circuit: target may be -1)
-                if body__locked_by_out[world, target] == 0:
-                    qa = body__rotation_out[world, me]
-                    qb = body__rotation_out[world, target]
-                    xa = body__position_out[world, me]
-                    xb = body__position_out[world, target]
-                    joint__joint_body_a_out[world, a] = me
-                    joint__joint_body_b_out[world, a] = target
-                    joint__joint_anchor_a_out[world, a] = wp.quat_rotate_inv(qa, xb - xa)
-                    joint__joint_anchor_b_out[world, a] = wp.vec3(0.0, 0.0, 0.0)
-                    joint__joint_rotation_out[world, a] = wp.quat_inverse(qa) * qb
+                if body_out.locked_by[world, target] == 0:
+                    qa = body_out.rotation[world, me]
+                    qb = body_out.rotation[world, target]
+                    xa = body_out.position[world, me]
+                    xb = body_out.position[world, target]
+                    joint_out.joint_body_a[world, a] = me
+                    joint_out.joint_body_b[world, a] = target
+                    joint_out.joint_anchor_a[world, a] = wp.quat_rotate_inv(qa, xb - xa)
+                    joint_out.joint_anchor_b[world, a] = wp.vec3(0.0, 0.0, 0.0)
+                    joint_out.joint_rotation[world, a] = wp.quat_inverse(qa) * qb
                     holding = True
-        joint__alive_out[world, a] = wp.where(holding, 1, 0)
-        agent__holding_out[world, a] = wp.where(holding, 1, 0)
+        joint_out.alive[world, a] = wp.where(holding, 1, 0)
+        agent_out.holding[world, a] = wp.where(holding, 1, 0)
         if frozen:
-            body__response_out[world, me] = KINEMATIC
-            body__linear_velocity_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
-            body__angular_velocity_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
-            body__force_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
-            body__torque_out[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body_out.response[world, me] = KINEMATIC
+            body_out.linear_velocity[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body_out.angular_velocity[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body_out.force[world, me] = wp.vec3(0.0, 0.0, 0.0)
+            body_out.torque[world, me] = wp.vec3(0.0, 0.0, 0.0)
         else:
-            body__response_out[world, me] = DYNAMIC
+            body_out.response[world, me] = DYNAMIC
             m = world_move_in[world, a]
-            v = body__linear_velocity_out[world, me]
-            w = body__angular_velocity_out[world, me]
-            mass = body__mass_in[world, me]
-            izz = body__inv_inertia_in[world, me][2, 2]
+            v = body_out.linear_velocity[world, me]
+            w = body_out.angular_velocity[world, me]
+            mass = body_in.mass[world, me]
+            izz = body_in.inv_inertia[world, me][2, 2]
             # Bins 0..10 around 5 (no force), in the world frame as OpenAI's slide joints; a drag
             # term bounds the speed the way MuJoCo's joint damping does.
             fx = move_force * float(m[0] - 5) / 5.0 - move_damping * mass * v[0]
@@ -713,61 +705,65 @@ def act_agents(
             tz = turn_torque * float(m[2] - 5) / 5.0
             if izz > 0.0:
                 tz = tz - turn_damping * w[2] / izz
-            body__force_out[world, me] = wp.vec3(fx, fy, 0.0)
-            body__torque_out[world, me] = wp.vec3(0.0, 0.0, tz)
+            body_out.force[world, me] = wp.vec3(fx, fy, 0.0)
+            body_out.torque[world, me] = wp.vec3(0.0, 0.0, tz)
 
 
-@wp.kernel
+# Column bundles of reward_teams (whole columns, indexed [world, row]).
+AgentTeams = ecs.bundle("AgentTeams", ["alive", ("body_row", wp.int32), ("team", wp.int32)])
+BodyShapes = ecs.bundle(
+    "BodyShapes", ["alive", ("shape", wp.int32), ("size", wp.vec3), ("position", wp.vec3), ("rotation", wp.quat)]
+)
+
+
+@wp.func
 def reward_teams(
+    world: wp.int32,
     # Resources:
     prep_steps: int,
     floor_size: float,
     view_half_angle: float,
     out_of_bounds_reward: float,
     # Components in:
-    world_episode_step_in: wp.array[wp.int32],
-    agent__alive_in: wp.array2d[wp.int32],
-    agent__body_row_in: wp.array2d[wp.int32],
-    agent__team_in: wp.array2d[wp.int32],
-    body__alive_in: wp.array2d[wp.int32],
-    body__shape_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__position_in: wp.array2d[wp.vec3],
-    body__rotation_in: wp.array2d[wp.quat],
+    world_episode_step_in: wp.int32,
+    agent_in: AgentTeams,
+    body_in: BodyShapes,
     # Components out:
     world_reward_out: wp.array2d[wp.float32],
     world_hiders_seen_out: wp.array[wp.int32],
 ):
-    """Hiders +1 when no seeker sees any hider, else -1; seekers the negation; -10 outside the floor; 0 in preparation."""
-    world = wp.tid()
+    """Hiders +1 when no seeker sees any hider, else -1; seekers the negation; -10 outside the floor; 0 in preparation.
+
+    A per-world function on whole tables (the engine writes its kernel, and can fuse it).
+    """
     c = wp.cos(view_half_angle)
     seen = wp.int32(0)
     for s in range(_NUM_AGENTS):
-        if agent__alive_in[world, s] != 0 and agent__team_in[world, s] == 1:
+        if agent_in.alive[world, s] != 0 and agent_in.team[world, s] == 1:
             for h in range(_NUM_AGENTS):
-                if agent__alive_in[world, h] != 0 and agent__team_in[world, h] == 0:
+                if agent_in.alive[world, h] != 0 and agent_in.team[world, h] == 0:
                     t = sees(
-                        body__alive_in,
-                        body__shape_in,
-                        body__size_in,
-                        body__position_in,
-                        body__rotation_in,
+                        body_in.alive,
+                        body_in.shape,
+                        body_in.size,
+                        body_in.position,
+                        body_in.rotation,
                         world,
-                        agent__body_row_in[world, s],
-                        agent__body_row_in[world, h],
+                        agent_in.body_row[world, s],
+                        agent_in.body_row[world, h],
                         c,
                     )
                     if t >= 0.0:
                         seen = 1
     world_hiders_seen_out[world] = seen
-    prep = world_episode_step_in[world] <= prep_steps
+    prep = world_episode_step_in <= prep_steps
     half = 0.5 * floor_size
     for a in range(_NUM_AGENTS):
         r = wp.float32(0.0)
-        if agent__alive_in[world, a] != 0 and not prep:
+        if agent_in.alive[world, a] != 0 and not prep:
             hider = float(wp.where(seen != 0, -1.0, 1.0))
-            r = wp.where(agent__team_in[world, a] == 0, hider, -hider)
-            p = body__position_in[world, agent__body_row_in[world, a]]
+            r = wp.where(agent_in.team[world, a] == 0, hider, -hider)
+            p = body_in.position[world, agent_in.body_row[world, a]]
             if wp.abs(p[0]) > half or wp.abs(p[1]) > half:
                 r = out_of_bounds_reward
         world_reward_out[world, a] = r
@@ -862,26 +858,36 @@ def observe_objects(
         mask_out[world, a, i] = mask
 
 
-@wp.kernel
+# Column bundles of observe_agents (whole columns, indexed [world, row]).
+AgentSenses = ecs.bundle(
+    "AgentSenses",
+    ["alive", ("body_row", wp.int32), ("team", wp.int32), ("lidar", wp.float32, 1), ("visible", wp.int32, 1)],
+)
+BodyMotion = ecs.bundle(
+    "BodyMotion",
+    [
+        "alive",
+        ("size", wp.vec3),
+        ("position", wp.vec3),
+        ("rotation", wp.quat),
+        ("linear_velocity", wp.vec3),
+        ("angular_velocity", wp.vec3),
+        ("locked_by", wp.int32),
+    ],
+)
+
+
+@wp.func
 def observe_agents(
+    world: wp.int32,
     # Resources:
     prep_steps: int,
     first_box_row: int,
     first_ramp_row: int,
     # Components in:
-    world_episode_step_in: wp.array[wp.int32],
-    agent__alive_in: wp.array2d[wp.int32],
-    agent__body_row_in: wp.array2d[wp.int32],
-    agent__team_in: wp.array2d[wp.int32],
-    agent__lidar_in: wp.array3d[wp.float32],
-    agent__visible_in: wp.array3d[wp.int32],
-    body__alive_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__position_in: wp.array2d[wp.vec3],
-    body__rotation_in: wp.array2d[wp.quat],
-    body__linear_velocity_in: wp.array2d[wp.vec3],
-    body__angular_velocity_in: wp.array2d[wp.vec3],
-    body__locked_by_in: wp.array2d[wp.int32],
+    world_episode_step_in: wp.int32,
+    agent_in: AgentSenses,
+    body_in: BodyMotion,
     # Components out:
     world_self_obs_out: wp.array2d[SelfVec],
     world_agents_obs_out: wp.array3d[AgentVec],
@@ -894,19 +900,18 @@ def observe_agents(
     world_active_out: wp.array2d[wp.float32],
 ):
     """Every agent slot's observation, in its heading frame; padded slots and entities read 0 with mask 0."""
-    world = wp.tid()
-    prep_frac = wp.min(float(world_episode_step_in[world]) / float(wp.max(prep_steps, 1)), 1.0)
+    prep_frac = wp.min(float(world_episode_step_in) / float(wp.max(prep_steps, 1)), 1.0)
     for a in range(_NUM_AGENTS):
-        active = agent__alive_in[world, a] != 0
+        active = agent_in.alive[world, a] != 0
         world_active_out[world, a] = wp.where(active, 1.0, 0.0)
-        me = agent__body_row_in[world, a]
-        team = agent__team_in[world, a]
-        x = body__position_in[world, me]
-        q = body__rotation_in[world, me]
+        me = agent_in.body_row[world, a]
+        team = agent_in.team[world, a]
+        x = body_in.position[world, me]
+        q = body_in.rotation[world, me]
         yaw = yaw_of(q)
         yc = wp.cos(yaw)
         ys = wp.sin(yaw)
-        v = body__linear_velocity_in[world, me]
+        v = body_in.linear_velocity[world, me]
         sf = SelfVec()
         if active:
             sf[0] = x[0]
@@ -917,29 +922,29 @@ def observe_agents(
             sf[5] = v[2]
             sf[6] = yc
             sf[7] = ys
-            sf[8] = body__angular_velocity_in[world, me][2]
+            sf[8] = body_in.angular_velocity[world, me][2]
             sf[9] = float(team)
             sf[10] = prep_frac
         world_self_obs_out[world, a] = sf
         for k in range(world_lidar_obs_out.shape[2]):
-            world_lidar_obs_out[world, a, k] = wp.where(active, agent__lidar_in[world, a, k], 0.0)
+            world_lidar_obs_out[world, a, k] = wp.where(active, agent_in.lidar[world, a, k], 0.0)
         k = wp.int32(0)
         for o in range(_NUM_AGENTS):
             if o != a:
                 fa = AgentVec()
                 mask = wp.float32(0.0)
-                if active and agent__alive_in[world, o] != 0:
-                    other = agent__body_row_in[world, o]
-                    p = to_frame(yc, ys, body__position_in[world, other] - x)
-                    dv = to_frame(yc, ys, body__linear_velocity_in[world, other] - v)
+                if active and agent_in.alive[world, o] != 0:
+                    other = agent_in.body_row[world, o]
+                    p = to_frame(yc, ys, body_in.position[world, other] - x)
+                    dv = to_frame(yc, ys, body_in.linear_velocity[world, other] - v)
                     fa[0] = p[0]
                     fa[1] = p[1]
                     fa[2] = p[2]
                     fa[3] = dv[0]
                     fa[4] = dv[1]
                     fa[5] = dv[2]
-                    fa[6] = float(agent__team_in[world, o])
-                    mask = float(agent__visible_in[world, a, other])
+                    fa[6] = float(agent_in.team[world, o])
+                    mask = float(agent_in.visible[world, a, other])
                 world_agents_obs_out[world, a, k] = fa
                 world_agents_mask_out[world, a, k] = mask
                 k += 1
@@ -953,13 +958,13 @@ def observe_agents(
             ys,
             yaw,
             team,
-            body__alive_in,
-            body__size_in,
-            body__position_in,
-            body__rotation_in,
-            body__linear_velocity_in,
-            body__locked_by_in,
-            agent__visible_in,
+            body_in.alive,
+            body_in.size,
+            body_in.position,
+            body_in.rotation,
+            body_in.linear_velocity,
+            body_in.locked_by,
+            agent_in.visible,
             world_boxes_obs_out,
             world_boxes_mask_out,
         )
@@ -973,13 +978,13 @@ def observe_agents(
             ys,
             yaw,
             team,
-            body__alive_in,
-            body__size_in,
-            body__position_in,
-            body__rotation_in,
-            body__linear_velocity_in,
-            body__locked_by_in,
-            agent__visible_in,
+            body_in.alive,
+            body_in.size,
+            body_in.position,
+            body_in.rotation,
+            body_in.linear_velocity,
+            body_in.locked_by,
+            agent_in.visible,
             world_ramps_obs_out,
             world_ramps_mask_out,
         )

@@ -75,10 +75,23 @@ def test_run_k_equals_k_steps(device, fuse):
         _assert_same(_snapshot(runner), _snapshot(stepper))
 
 
-def test_run_k_on_an_env_with_raw_kernels(device):
-    """Foraging has raw kernels, so it cannot be fused; run(k) loops over the captured step."""
+@wp.kernel
+def keep_score(world_score_out: wp.array(dtype=wp.float32)):
+    """A raw kernel: its own launch shape, so the env cannot be fused."""
+    world = wp.tid()
+    world_score_out[world] = world_score_out[world] * 1.0
+
+
+def _foraging_with_a_raw_kernel() -> ecs.EnvSpec:
     env = envs.make("foraging")
-    with pytest.raises(ecs.EcsError, match=r"cannot be fused.*raw kernel"):
+    env.systems = [*env.systems, ecs.System(keep_score, ecs.Phase.REWARD, dim="world")]
+    return env
+
+
+def test_run_k_on_an_env_with_raw_kernels(device):
+    """An env with a raw kernel cannot be fused; run(k) loops over the captured step."""
+    env = _foraging_with_a_raw_kernel()
+    with pytest.raises(ecs.EcsError, match=r"cannot be fused: system 'keep_score' is a raw kernel"):
         ecs.BatchSim(env, 4, device=device, fuse=True)
     runner = ecs.BatchSim(env, 6, device=device)
     stepper = ecs.BatchSim(env, 6, device=device)
@@ -88,6 +101,29 @@ def test_run_k_on_an_env_with_raw_kernels(device):
     for i in range(50):
         stepper.step({k: v[i] for k, v in actions.items()})
     _assert_same(_snapshot(runner), _snapshot(stepper))
+
+
+def test_fused_foraging_is_bit_identical_to_unfused(device):
+    """Foraging spawns, despawns, reads other archetypes and writes shaped observations, all from
+    @wp.func systems: fused steps and K-step runs equal unfused steps, and equal the same env with
+    a raw kernel added that changes nothing."""
+    env = envs.make("foraging", max_episode_steps=30, food_spawn_prob=0.6, poison_spawn_prob=0.4)
+    fused = ecs.BatchSim(env, 24, device=device, seed=2)
+    plain = ecs.BatchSim(env, 24, device=device, seed=2, fuse=False)
+    assert fused.fused and not plain.fused
+    actions = _random_actions(plain, 120, seed=8)
+    ended = eaten = 0
+    for i in range(60):
+        for sim in (fused, plain):
+            sim.step({k: v[i] for k, v in actions.items()})
+        _assert_same(_snapshot(fused), _snapshot(plain))
+        ended += int((plain.terminated | plain.truncated).sum())
+        eaten += int((plain.rewards != 0).sum())
+    fused.run(60, {k: v[60:] for k, v in actions.items()})
+    for i in range(60, 120):
+        plain.step({k: v[i] for k, v in actions.items()})
+    _assert_same(_snapshot(fused), _snapshot(plain))
+    assert ended >= 24 and eaten > 20
 
 
 def test_run_validates_every_step_first(device):
