@@ -42,6 +42,7 @@ ENTRY_POINT_GROUP = "warp_ecs.envs"
 _BUILTIN: dict[str, str] = {
     "cartpole": "envs.cartpole:make",
     "foraging": "envs.foraging:make",
+    "predator_prey": "envs.predator_prey:make",
     "hide_and_seek": "envs.hide_and_seek:make",
 }
 _REGISTRY: dict[str, Factory | str] = dict(_BUILTIN)
