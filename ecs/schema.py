@@ -101,6 +101,12 @@ class Component:
         shape: trailing shape beyond the dtype; ``()`` for one element per entity or world.
         singleton: True for one value per world, False for one value per entity.
         doc: meaning, units and range.
+        index_of: for an integer column holding rows of another archetype (``"body"`` for a body
+            row): that archetype's name. ``load_state_dict`` then refuses values outside
+            ``[0, capacity)`` (a kernel indexing with them would read or write out of bounds).
+        nullable: with ``index_of``, -1 also is a valid value (no row).
+        count_of: for an integer singleton counting live rows of an archetype: its name; values
+            must lie in ``[0, capacity]``.
     """
 
     name: str
@@ -108,6 +114,9 @@ class Component:
     shape: tuple[int, ...] = ()
     singleton: bool = False
     doc: str = ""
+    index_of: str | None = None
+    nullable: bool = False
+    count_of: str | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "component")
@@ -121,6 +130,13 @@ class Component:
                 "fold trailing axes into a vector dtype"
             )
         object.__setattr__(self, "shape", shape)
+        for label, value in (("index_of", self.index_of), ("count_of", self.count_of)):
+            if value is not None and scalar_type(self.dtype) not in (wp.int32, wp.int64, wp.int16, wp.int8):
+                raise SchemaError(
+                    f"component {self.name!r}: {label}={value!r} needs an integer dtype, not {self.dtype}"
+                )
+        if self.nullable and self.index_of is None:
+            raise SchemaError(f"component {self.name!r}: nullable=True only goes with index_of=<archetype>")
 
     @property
     def export_shape(self) -> tuple[int, ...]:
@@ -132,7 +148,16 @@ class Component:
         return wp.types.type_size_in_bytes(self.dtype) * int(np.prod(self.shape, dtype=np.int64))
 
 
-def component(cls: type | None = None, *, singleton: bool = False, shape: Sequence[int] = (), name: str | None = None):
+def component(
+    cls: type | None = None,
+    *,
+    singleton: bool = False,
+    shape: Sequence[int] = (),
+    name: str | None = None,
+    index_of: str | None = None,
+    nullable: bool = False,
+    count_of: str | None = None,
+):
     """Declares a component from a class with one annotated field ``value``.
 
     ```python
@@ -147,6 +172,7 @@ def component(cls: type | None = None, *, singleton: bool = False, shape: Sequen
         singleton: one value per world instead of one per entity.
         shape: trailing shape of each value beyond its dtype.
         name: column name; defaults to the class name in snake_case.
+        index_of, nullable, count_of: as in ``Component`` (rows of another archetype, checked on load).
 
     Returns:
         A ``Component`` (the decorated class is replaced by it).
@@ -168,6 +194,9 @@ def component(cls: type | None = None, *, singleton: bool = False, shape: Sequen
             shape=tuple(shape),
             singleton=singleton,
             doc=(c.__doc__ or "").strip(),
+            index_of=index_of,
+            nullable=nullable,
+            count_of=count_of,
         )
 
     if cls is not None:
@@ -341,6 +370,13 @@ class EnvSpec:
             if s.name in singles and singles[s.name] != s:
                 raise SchemaError(f"env {self.name!r}: two different singletons named {s.name!r}")
             singles[s.name] = s
+        for comp in [*(c for a in self.archetypes for c in a.components), *singles.values()]:
+            for label, target in (("index_of", comp.index_of), ("count_of", comp.count_of)):
+                if target is not None and target not in names:
+                    raise SchemaError(
+                        f"env {self.name!r}: component {comp.name!r} has {label}={target!r}, which is not an "
+                        f"archetype of this env; archetypes: {sorted(names)}"
+                    )
         for kind, exported in (("action", self.actions), ("observation", self.observations)):
             for key, ex in exported.items():
                 if ex.component.name not in singles:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +16,7 @@ import numpy as np
 import warp as wp
 
 from . import engine_kernels as ek
+from .checkpoint import check_values, load_state, save_state
 from .codegen import build_kernel, type_expr
 from .errors import ActionError, CapacityError, EcsError, SchemaError, StateDictError
 from .fusion import CPU_BLOCK, FusedKernel, build_fused, why_not_fusable
@@ -867,6 +866,11 @@ class BatchSim:
             dtype = want.dtype if want is not None else np.dtype(wp.dtype_to_numpy(scalar_type(arr.dtype)))
             if v.shape != shape or v.dtype != dtype:
                 raise StateDictError(f"state dict array {k!r} is {v.dtype}{v.shape}, expected {dtype}{shape}")
+        components = dict(self._layout.singletons)
+        for a in self.env.archetypes:
+            components.update({c.name: c for c in a.components})
+        capacities = {a.name: a.capacity for a in self.env.archetypes}
+        check_values({k: np.asarray(arrays[k]) for k in mine}, components=components, capacities=capacities)
         for k, arr in mine.items():
             arr.assign(np.asarray(arrays[k]))
         # The captured reset reads seed and world offset from device arrays: update those too, or
@@ -928,42 +932,6 @@ class BatchSim:
             "envs.make(...) arguments, not the sim); to run more environments, raise num_worlds rather than "
             "concatenating vector envs in subprocesses; to copy the state, use sim.state_dict() or sim.save(path)"
         )
-
-
-def save_state(state: Mapping[str, Any], path: str | os.PathLike) -> None:
-    """Writes a state dict as one ``.npz`` file (arrays plus JSON metadata), atomically."""
-    path = os.fspath(path)
-    meta = {k: v for k, v in state.items() if k != "arrays"}
-    arrays = {f"a/{k}": v for k, v in state["arrays"].items()}
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ecs-state-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def load_state(path: str | os.PathLike) -> dict[str, Any]:
-    """Reads a file written by ``save_state``.
-
-    Raises:
-        StateDictError: the file is missing or is not a saved simulation state.
-    """
-    try:
-        with np.load(os.fspath(path), allow_pickle=False) as data:
-            meta = json.loads(bytes(data["__meta__"]).decode())
-            arrays = {k[2:]: data[k] for k in data.files if k.startswith("a/")}
-    except FileNotFoundError:
-        raise StateDictError(f"no saved state at {os.fspath(path)!r}") from None
-    except (KeyError, ValueError, OSError) as e:
-        raise StateDictError(f"{os.fspath(path)!r} is not a saved BatchSim state ({e})") from None
-    return {**meta, "arrays": arrays}
 
 
 def _config_dict(cfg: Any) -> Any:

@@ -117,42 +117,42 @@ class AabbUpper:
     value: wp.vec3
 
 
-@ecs.component
+@ecs.component(index_of="body", nullable=True)
 class SweepOrder:
     """Sort-and-sweep order: entry ``k`` of a world is the body row with the k-th lowest box along x."""
 
     value: wp.int32
 
 
-@ecs.component
+@ecs.component(index_of="body")
 class PairBodyA:
     """Candidate pair: body row of the first body (``pair`` archetype)."""
 
     value: wp.int32
 
 
-@ecs.component
+@ecs.component(index_of="body")
 class PairBodyB:
     """Candidate pair: body row of the second body (``pair`` archetype)."""
 
     value: wp.int32
 
 
-@ecs.component(singleton=True)
+@ecs.component(singleton=True, count_of="pair")
 class PairCount:
     """Candidate pairs found by the broadphase this step (rows ``[0, count)`` of ``pair`` are alive)."""
 
     value: wp.int32
 
 
-@ecs.component
+@ecs.component(index_of="body")
 class ContactBodyA:
     """Body row of contact body A (``contact`` archetype)."""
 
     value: wp.int32
 
 
-@ecs.component
+@ecs.component(index_of="body")
 class ContactBodyB:
     """Body row of contact body B."""
 
@@ -209,7 +209,7 @@ class ContactFriction:
     value: wp.vec3
 
 
-@ecs.component(singleton=True)
+@ecs.component(singleton=True, count_of="contact")
 class ContactCount:
     """Contacts found in the last substep (rows ``[0, count)`` of ``contact`` are alive)."""
 

@@ -48,14 +48,14 @@ from .geometry import (
 wp.set_module_options({"enable_backward": False})
 
 
-@ecs.component
+@ecs.component(index_of="body")
 class BodyRow:
     """Row of this entity's rigid body in the ``body`` table (agents and sensors point at their body)."""
 
     value: wp.int32
 
 
-@ecs.component
+@ecs.component(index_of="body", nullable=True)
 class ReachTarget:
     """Body row this entity can grab or lock now (nearest visible dynamic body within reach), -1 for none."""
 
@@ -71,7 +71,14 @@ def lidar_components(num_rays: int) -> tuple[ecs.Component, ecs.Component]:
             shape=(num_rays,),
             doc="distance to the first hit per ray [m]; a miss reads lidar_range",
         ),
-        ecs.Component("lidar_hit", wp.int32, shape=(num_rays,), doc="body row of the first hit per ray, -1 for a miss"),
+        ecs.Component(
+            "lidar_hit",
+            wp.int32,
+            shape=(num_rays,),
+            doc="body row of the first hit per ray, -1 for a miss",
+            index_of="body",
+            nullable=True,
+        ),
     )
 
 

@@ -136,14 +136,14 @@ class PrevRotation:
     value: wp.quat
 
 
-@ecs.component
+@ecs.component(index_of="body")
 class JointBodyA:
     """Fixed joint (``joint`` archetype): body row of the first body."""
 
     value: wp.int32
 
 
-@ecs.component
+@ecs.component(index_of="body")
 class JointBodyB:
     """Fixed joint: body row of the second body."""
 

@@ -62,7 +62,7 @@ def test_save_is_atomic(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(np, "savez", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OSError, match=f"cannot save the state to '{path}': disk full"):  # the target, not a temp file
         sim.save(path)
     assert path.read_bytes() == before  # the old checkpoint survives
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.npz"]  # no temporary left behind

@@ -1,0 +1,181 @@
+"""Checkpoints: the state dict on disk, and the checks a state must pass before it is loaded.
+
+A state that passes ``check_values`` cannot make a kernel read or write out of bounds or start
+from non-finite numbers: every float of the live rows and of the singletons is finite, engine
+columns hold what the engine writes (``alive`` 0 or 1, generations >= 0, episode counters in
+range), and every column declared as rows of an archetype (``Component.index_of``) or as a count
+of them (``count_of``) stays within that archetype's capacity. ``load_state_dict`` runs it on
+every load, so a damaged or hand-edited state is refused with a ``StateDictError`` instead of
+crashing the process at the next ``step()``.
+
+Files are written atomically: a temporary ``.<name>.ecs-tmp-*`` file beside the target, fsync,
+rename. A save killed midway leaves such a file behind; the next successful save of the same
+target removes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .errors import StateDictError
+from .schema import Component
+
+_FLOAT_KINDS = "fc"
+
+
+def _first(bad: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.argwhere(bad)[0])
+
+
+def check_values(
+    arrays: Mapping[str, np.ndarray],
+    *,
+    components: Mapping[str, Component],
+    capacities: Mapping[str, int],
+) -> None:
+    """Raises ``StateDictError`` naming the first value a simulation must never hold.
+
+    Args:
+        arrays: ``state_dict()["arrays"]``, shapes and dtypes already checked.
+        components: every entity component and singleton of the env (engine ones included), by name.
+        capacities: rows per world of every archetype.
+    """
+    alive = {
+        k.split("/")[1]: np.asarray(v) != 0
+        for k, v in arrays.items()
+        if k.startswith("table/") and k.endswith("/alive")
+    }
+
+    def refuse(key: str, index: tuple[int, ...], value: Any, why: str) -> None:
+        raise StateDictError(
+            f"state dict array {key!r} holds {value!r} at {list(index)} (world {index[0]}): {why}. A state from "
+            "sim.state_dict() never does; it was damaged or edited. Load an unmodified state."
+        )
+
+    for key, raw in arrays.items():
+        v = np.asarray(raw)
+        parts = key.split("/")
+        kind, name = parts[0], parts[-1]
+        if kind == "table" and name in ("alive", "generation"):
+            bad = (v != 0) & (v != 1) if name == "alive" else v < 0
+            if bad.any():
+                refuse(
+                    key,
+                    _first(bad),
+                    v[_first(bad)].item(),
+                    "alive must be 0 or 1" if name == "alive" else "generations are >= 0",
+                )
+            continue
+        if kind not in ("table", "singleton", "param"):
+            continue
+        if kind == "table":
+            live = alive[parts[1]].reshape(alive[parts[1]].shape + (1,) * (v.ndim - 2))
+        else:
+            live = np.ones((1,) * v.ndim, dtype=bool)
+        if v.dtype.kind in _FLOAT_KINDS:
+            bad = ~np.isfinite(v) & live
+            if bad.any():
+                refuse(key, _first(bad), v[_first(bad)].item(), "values must be finite")
+            continue
+        if kind == "singleton" and name in ("episode_step", "episode", "reset"):
+            low, high = {"episode_step": (0, 2**31 - 1), "episode": (-1, 2**31 - 1), "reset": (0, 1)}[name]
+            bad = (v < low) | (v > high)
+            if bad.any():
+                refuse(key, _first(bad), v[_first(bad)].item(), f"{name} must lie in [{low}, {high}]")
+            continue
+        comp = components.get(name) if kind != "param" else None
+        if comp is None:
+            continue
+        if comp.index_of is not None:
+            cap = capacities[comp.index_of]
+            low = -1 if comp.nullable else 0
+            bad = ((v < low) | (v >= cap)) & live
+            if bad.any():
+                none = " or -1" if comp.nullable else ""
+                refuse(
+                    key, _first(bad), v[_first(bad)].item(), f"it holds rows of {comp.index_of!r}, in [0, {cap}){none}"
+                )
+        if comp.count_of is not None:
+            cap = capacities[comp.count_of]
+            bad = (v < 0) | (v > cap)
+            if bad.any():
+                refuse(key, _first(bad), v[_first(bad)].item(), f"it counts rows of {comp.count_of!r}, in [0, {cap}]")
+
+
+def _temp_prefix(path: str) -> str:
+    return f".{os.path.basename(path)}.ecs-tmp-"
+
+
+def _naming(e: OSError, path: str) -> OSError:
+    """``e`` again, with a message that names the target instead of the temporary file."""
+    return type(e)(e.errno, f"cannot save the state to {path!r}: {e.strerror or e}")
+
+
+def save_state(state: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """Writes a state dict as one ``.npz`` file (arrays plus JSON metadata), atomically.
+
+    Raises:
+        OSError: the file could not be written: the same kind of error, naming ``path`` (not the
+            temporary file); nothing is left behind and an existing file at ``path`` is unchanged.
+    """
+    path = os.path.abspath(os.fspath(path))
+    meta = {k: v for k, v in state.items() if k != "arrays"}
+    arrays = {f"a/{k}": v for k, v in state["arrays"].items()}
+    folder = os.path.dirname(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".npz", dir=folder)
+    except OSError as e:
+        raise _naming(e, path) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _naming(e, path) from None
+        raise
+    # Leftovers of earlier saves of this target that were killed midway.
+    for stale in glob.glob(os.path.join(folder, glob.escape(_temp_prefix(path)) + "*.npz")):
+        with contextlib.suppress(OSError):
+            os.unlink(stale)
+
+
+def load_state(path: str | os.PathLike) -> dict[str, Any]:
+    """Reads a file written by ``save_state``.
+
+    Raises:
+        StateDictError: the file is missing, empty, truncated, damaged, or not a saved simulation state.
+    """
+    path = os.fspath(path)
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError("it holds a single array (.npy), not a saved state (.npz from sim.save)")
+        with data:
+            meta = json.loads(bytes(data["__meta__"]).decode())
+            arrays = {k[2:]: data[k] for k in data.files if k.startswith("a/")}
+    except FileNotFoundError:
+        raise StateDictError(f"no saved state at {path!r}") from None
+    except IsADirectoryError:
+        raise StateDictError(f"{path!r} is a folder, not a saved state") from None
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, TypeError, UnicodeDecodeError) as e:
+        raise StateDictError(
+            f"{path!r} is not a saved BatchSim state ({type(e).__name__}: {e}); it may be empty, "
+            "truncated or damaged. Load a file written by sim.save"
+        ) from None
+    if not isinstance(meta, dict):
+        raise StateDictError(f"{path!r} is not a saved BatchSim state (its metadata is not a mapping)")
+    return {**meta, "arrays": arrays}
