@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -11,6 +13,30 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML with two fixes for configs: duplicate keys are an error, and ``1e3`` is a float (YAML 1.2)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first on line {seen[key] + 1})", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def load_config(cls: type, path: str | os.PathLike | None = None, **overrides: Any) -> Any:
@@ -26,7 +52,7 @@ def load_config(cls: type, path: str | os.PathLike | None = None, **overrides: A
     if path is not None:
         try:
             with open(path) as f:
-                loaded = yaml.safe_load(f)
+                loaded = yaml.load(f, Loader=_StrictLoader)
         except FileNotFoundError:
             raise ConfigError(f"config file {str(path)!r} does not exist") from None
         except yaml.YAMLError as e:
@@ -57,10 +83,17 @@ def _coerce(owner: str, name: str, hint: Any, value: Any) -> Any:
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where} must be a number, got {value!r} ({type(value).__name__})")
+        if not math.isfinite(value):
+            raise ConfigError(f"{where} must be a finite number, got {value!r}")
         return float(value)
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where} must be an int, got {value!r} ({type(value).__name__})")
+        if not INT32_MIN <= value <= INT32_MAX:
+            raise ConfigError(
+                f"{where} must fit in a 32-bit signed integer (kernels read it as int32), got {value}; "
+                f"use a value in [{INT32_MIN}, {INT32_MAX}]"
+            )
         return value
     if hint is bool:
         if not isinstance(value, bool):

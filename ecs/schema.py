@@ -267,6 +267,12 @@ class Param:
             raise SchemaError(
                 f"parameter {self.name!r}: value must be one {dtype.__name__} or a sequence of them, got shape {arr.shape}"
             )
+        if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+            bad = np.argwhere(~np.isfinite(arr))[0]
+            raise SchemaError(
+                f"parameter {self.name!r}: values must be finite, got {arr[tuple(bad)]!r} at {bad.tolist()}; "
+                "pass finite numbers"
+            )
         object.__setattr__(self, "value", arr)
 
 

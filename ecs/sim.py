@@ -54,6 +54,29 @@ def resolve_device(device: str | None) -> str:
     return device
 
 
+class _Bound:
+    """A BatchSim attribute that the engine reads and writes every step: reading it is free, rebinding is refused.
+
+    ``sim.obs = {...}`` would leave the engine writing tensors nobody reads (and ``sim.actions = ...``
+    reading tensors nobody writes), so the error says how to write in place instead.
+    """
+
+    def __init__(self, slot: str, fix: str) -> None:
+        self.slot, self.fix = slot, fix
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, sim: Any, owner: type | None = None) -> Any:
+        return self if sim is None else getattr(sim, self.slot)
+
+    def __set__(self, sim: Any, value: Any) -> None:
+        raise AttributeError(
+            f"sim.{self.name} cannot be rebound: the engine keeps using its own persistent tensors, so the new "
+            f"object would be cut off from the simulation. {self.fix}"
+        )
+
+
 class BatchSim:
     """Many worlds of one environment on one device.
 
@@ -83,6 +106,14 @@ class BatchSim:
             fit in memory; each message names the problem and the fix.
     """
 
+    obs = _Bound("_obs", "Read sim.obs[key]; keep a copy with .clone().")
+    final_obs = _Bound("_final_obs_t", "Read sim.final_obs[key]; keep a copy with .clone().")
+    actions = _Bound("_actions", "Write in place: sim.actions[key] = value (checked) or sim.actions[key].copy_(value).")
+    rewards = _Bound("_rewards", "Read it; keep a copy with sim.rewards.clone().")
+    terminated = _Bound("_terminated", "Read it; keep a copy with .clone().")
+    truncated = _Bound("_truncated", "Read it; keep a copy with .clone().")
+    params = _Bound("_params_t", "Write in place: sim.params[name] = value (checked).")
+
     def __init__(
         self,
         env: EnvSpec,
@@ -106,6 +137,13 @@ class BatchSim:
                 raise EcsError(f"{label} must be an int in [0, 2**31), got {value!r}")
         if world_offset + num_worlds > 2**31:
             raise EcsError(f"world_offset + num_worlds = {world_offset + num_worlds} exceeds 2**31 global worlds")
+        if schedule_seed is not None and (
+            isinstance(schedule_seed, bool) or not isinstance(schedule_seed, (int, np.integer)) or schedule_seed < 0
+        ):
+            raise EcsError(f"schedule_seed must be None or an int >= 0, got {schedule_seed!r}")
+        for label, value, allowed in (("capture", capture, (True, False)), ("fuse", fuse, (None, True, False))):
+            if not any(value is a for a in allowed):
+                raise EcsError(f"{label} must be one of {allowed}, got {value!r}")
         env.validate()
         self.env = env
         self.num_worlds = int(num_worlds)
@@ -140,13 +178,13 @@ class BatchSim:
         self._setup_threads(cpu_threads)
         self._run_graphs: dict[bool, Any] = {}
         self._views = TorchViews(self)
-        self.obs = self._views.obs
-        self.final_obs = self._views.final_obs
-        self.actions = ActionDict(self, self._views.actions)
-        self.rewards = self._views.rewards
-        self.terminated = self._views.terminated
-        self.truncated = self._views.truncated
-        self.params = self._views.params
+        self._obs = self._views.obs
+        self._final_obs_t = self._views.final_obs
+        self._actions = ActionDict(self, self._views.actions)
+        self._rewards = self._views.rewards
+        self._terminated = self._views.terminated
+        self._truncated = self._views.truncated
+        self._params_t = self._views.params
         self._load_modules()
         self._step_graph = self._capture(self._record_step) if capture else None
         self._reset_graph = self._capture(self._record_reset) if capture else None

@@ -25,13 +25,17 @@ class TorchViews:
         self._sim = sim
         env = sim.env
         s = sim.singletons
-        self.obs = {k: wp.to_torch(s[o.component.name]) for k, o in sorted(env.observations.items())}
-        self.final_obs = {k: wp.to_torch(sim._final_obs[k]) for k in sorted(env.observations)}
+        self.obs = ReadOnlyTensors(
+            "obs", {k: wp.to_torch(s[o.component.name]) for k, o in sorted(env.observations.items())}
+        )
+        self.final_obs = ReadOnlyTensors(
+            "final_obs", {k: wp.to_torch(sim._final_obs[k]) for k in sorted(env.observations)}
+        )
         self.actions = {k: wp.to_torch(s[a.component.name]) for k, a in sorted(env.actions.items())}
         self.rewards = wp.to_torch(s["reward"])
         self.terminated = wp.to_torch(s["terminated"])
         self.truncated = wp.to_torch(s["truncated"])
-        self.params = {k: wp.to_torch(v) for k, v in sim._params.items()}
+        self.params = ParamDict({k: wp.to_torch(v) for k, v in sim._params.items()})
         self.reset_request = wp.to_torch(sim._reset_request)
         self._columns: dict[tuple[str, str], Any] = {}
 
@@ -47,6 +51,7 @@ class TorchViews:
             mask = torch.from_numpy(mask)
         if not isinstance(mask, torch.Tensor):
             raise EcsError(f"reset mask must be a torch.Tensor or numpy array of bools, got {type(mask).__name__}")
+        _check_dense(mask, "reset mask", EcsError)
         if mask.dtype != torch.bool or tuple(mask.shape) != (num_worlds,):
             raise EcsError(
                 f"reset mask must be bool with shape ({num_worlds},), got {mask.dtype} {tuple(mask.shape)}; "
@@ -108,12 +113,113 @@ class TorchViews:
         return spaces.Dict(out)
 
 
+def _check_dense(value: Any, what: str, error: type[Exception]) -> None:
+    """Refuses sparse tensors and tensors without data (``meta``), which cannot be copied into a buffer."""
+    import torch
+
+    if value.layout != torch.strided:
+        raise error(f"{what} must be a dense tensor, got layout {value.layout}; convert it with .to_dense()")
+    if value.device.type == "meta":
+        raise error(f"{what} is on the 'meta' device and holds no data; build it on 'cpu' or the sim's device")
+
+
+class ReadOnlyTensors(Mapping):
+    """``sim.obs`` and ``sim.final_obs``: the engine's persistent output tensors, read by the trainer.
+
+    Replacing or deleting an entry would leave the engine writing a tensor nobody reads, so both are
+    refused; copy an entry (``sim.obs[k].clone()``) to keep or change it.
+    """
+
+    def __init__(self, name: str, views: dict[str, Any]) -> None:
+        self._name = name
+        self._views = views
+
+    def __getitem__(self, key: str):
+        try:
+            return self._views[key]
+        except KeyError:
+            raise KeyError(f"no {self._name} key {key!r}; keys: {sorted(self._views)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._views)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        raise TypeError(
+            f"sim.{self._name}[{key!r}] cannot be replaced: the engine writes its own tensor on every step. "
+            f"Read it, or keep a copy with sim.{self._name}[{key!r}].clone()"
+        )
+
+    def __delitem__(self, key: str) -> None:
+        raise TypeError(f"sim.{self._name}[{key!r}] cannot be deleted: the engine writes it on every step")
+
+    def __repr__(self) -> str:
+        return repr(self._views)
+
+
+class ParamDict(Mapping):
+    """``sim.params``: per-world parameters (one shared value, or one per world), written in place.
+
+    ``sim.params[name] = value`` checks ``value`` (finite numbers of the parameter's shape, or one
+    value for all its entries) and copies it into the persistent buffer; nothing changes on an
+    error. In-place tensor writes (``sim.params[name].fill_(x)``) skip those checks.
+    """
+
+    def __init__(self, views: dict[str, Any]) -> None:
+        self._views = views
+
+    def __getitem__(self, key: str):
+        try:
+            return self._views[key]
+        except KeyError:
+            raise KeyError(f"no parameter {key!r}; parameters: {sorted(self._views)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._views)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        import torch
+
+        if key not in self._views:
+            raise EcsError(f"unknown parameter {key!r}; parameters: {sorted(self._views)}")
+        buf = self._views[key]
+        if isinstance(value, torch.Tensor):
+            _check_dense(value, f"parameter {key!r}", EcsError)
+            value = value.detach().cpu().numpy()
+        arr = np.asarray(value)
+        one = tuple(buf.shape[1:])  # one value of the parameter (a scalar, vector or matrix)
+        if arr.dtype.kind not in "iuf":
+            raise EcsError(f"parameter {key!r} takes numbers, got {arr.dtype}")
+        if arr.shape == one or arr.size == int(np.prod(one, dtype=int)):
+            arr = np.broadcast_to(arr.reshape(one), tuple(buf.shape))  # one value for every entry
+        if arr.shape != tuple(buf.shape):
+            raise EcsError(f"parameter {key!r} takes one value or {tuple(buf.shape)} values, got shape {arr.shape}")
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            raise EcsError(f"parameter {key!r} must be finite, got {arr.tolist()}")
+        if not buf.dtype.is_floating_point and arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
+            raise EcsError(f"parameter {key!r} holds integers, got non-integral {arr.tolist()}")
+        buf.copy_(torch.as_tensor(np.array(arr)).to(buf.dtype))
+
+    def __delitem__(self, key: str) -> None:
+        raise EcsError(f"sim.params[{key!r}] cannot be deleted: the env's systems read it on every step")
+
+    def __repr__(self) -> str:
+        return repr(self._views)
+
+
 class ActionDict(Mapping):
     """``sim.actions``: persistent tensors that the trainer writes in place.
 
     ``sim.actions[key] = x`` does not rebind: it checks dtype, shape and device of ``x`` (no host
     sync) and copies it into the persistent buffer. Value checks (range, NaN) run on the device
-    inside the captured step.
+    inside the captured step. ``sim.actions[key].copy_(x)`` is torch's own copy: it converts
+    dtypes silently (a float 0.9 copied into an int action becomes 0), so prefer the checked
+    assignment when ``x`` might have another dtype.
     """
 
     def __init__(self, sim: BatchSim, views: dict[str, Any]) -> None:
@@ -142,6 +248,7 @@ class ActionDict(Mapping):
             value = torch.from_numpy(value)
         if not isinstance(value, torch.Tensor):
             raise ActionError(f"action {key!r} must be a torch.Tensor (or numpy array), got {type(value).__name__}")
+        _check_dense(value, f"action {key!r}", ActionError)
         if value.dtype != buf.dtype:
             raise ActionError(
                 f"action {key!r} must have dtype {buf.dtype}, got {value.dtype}; convert it with .to({buf.dtype})"
@@ -158,6 +265,12 @@ class ActionDict(Mapping):
         if key not in self._views:
             raise ActionError(f"unknown action key {key!r}; actions: {sorted(self._views)}")
         self[key].copy_(self._checked(key, value))
+
+    def __delitem__(self, key: str) -> None:
+        raise ActionError(
+            f"sim.actions[{key!r}] cannot be deleted: every step reads it. Write the action you want instead "
+            f"(e.g. sim.actions[{key!r}].zero_())"
+        )
 
     def update(self, actions: Mapping[str, Any]) -> None:
         """Checks every entry first, then copies them all (nothing is written if one is bad)."""

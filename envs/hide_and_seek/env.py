@@ -124,6 +124,14 @@ class HideAndSeekConfig:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {v}")
+        for name in ("move_force", "turn_torque", "move_damping", "turn_damping", "placement_clearance"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v}")
+        for name in ("floor_friction", "box_friction", "agent_friction", "ramp_friction", "wall_friction"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v}")
         for lo, hi in (("min_hiders", "max_hiders"), ("min_seekers", "max_seekers")):
             a, b = getattr(self, lo), getattr(self, hi)
             if not 1 <= a <= b <= MAX_TEAM:
