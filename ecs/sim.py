@@ -660,6 +660,7 @@ class BatchSim:
             self.actions.update(actions)
         if not self._is_cpu:
             self._raise_pending()
+        self._validated = ("step()", 0)
         if self._threaded_step:
             self._parallel_fused(self._fused, self._one, self._action_flat, self._one)
         elif self._step_graph is not None:
@@ -706,6 +707,7 @@ class BatchSim:
             self._stage_actions(k, actions)
         if not self._is_cpu:
             self._raise_pending()
+        self._validated = (f"run({k}, actions)", k) if per_step else (f"run({k})", 0)
         if k != self._last_k:
             self._run_k.fill_(k)
             self._last_k = k
@@ -794,28 +796,42 @@ class BatchSim:
         errors, *overflows = self._flag_np
         if errors[0] == 0 and all(o[0] == 0 for o in overflows):
             return
-        count, code = int(errors[0]), int(errors[1])
+        count = int(errors[0])
         over = [(a, int(o[0]), int(o[1])) for a, o in zip(self.overflow, overflows, strict=True) if o[0] > 0]
         self._clear_flags()
         if count:
-            k = max(1, len(self._action_keys))
-            world, key = code // k, self._action_keys[code % k]
-            action = self.env.actions[key]
-            value = self.actions[key][world].cpu().numpy()
-            if action.discrete:
-                expected = f"integers in [{int(action.low)}, {int(action.high)}]"
-            else:
-                expected = "finite floats (no NaN or infinity)"
-            raise ActionError(
-                f"invalid action: sim.actions[{key!r}] of world {world} is {value.tolist()}, but it must hold {expected} "
-                f"({count} invalid value(s) in all). No world was advanced by that step; fix the actions and call "
-                "step() again."
-            )
+            raise self._action_error(count)
         arch, n, world = over[0]
         cap = self.env_archetype(arch).capacity
         raise CapacityError(
             f"archetype {arch!r} is full: {n} spawn(s) failed (first in world {world}) because its capacity is {cap} "
             f"entities per world. Raise capacity in Archetype({arch!r}, ..., capacity=...) or despawn sooner."
+        )
+
+    _validated: tuple[str, int] = ("step()", 0)  # the call whose actions the last validation read
+
+    def _action_error(self, count: int) -> ActionError:
+        """The first invalid action of the call that was validated, found on the host (an error path only)."""
+        call, staged = self._validated
+        for key in self._action_keys:
+            action = self.env.actions[key]
+            values = (self._staging_t[key][:staged] if staged else self.actions[key][None]).cpu().numpy()
+            if action.discrete:
+                bad = (values < action.low) | (values > action.high)
+                expected = f"integers in [{int(action.low)}, {int(action.high)}]"
+            else:
+                bad = ~np.isfinite(values)
+                expected = "finite floats (no NaN or infinity)"
+            if bad.any():
+                step, world = (int(i) for i in np.argwhere(bad)[0][:2])
+                where = f"actions[{key!r}][{step}] (step {step} of the run)" if staged else f"sim.actions[{key!r}]"
+                return ActionError(
+                    f"invalid action in {call}: {where} of world {world} is {values[step, world].tolist()}, but it "
+                    f"must hold {expected} ({count} invalid value(s) in all). No world was advanced; fix the actions "
+                    f"and call {call.split('(')[0]}() again."
+                )
+        return ActionError(
+            f"invalid action in {call} ({count} invalid value(s)), no longer present in the actions; no world was advanced"
         )
 
     def tensor(self, archetype: str, component: str):

@@ -132,7 +132,11 @@ def test_run_validates_every_step_first(device):
     twin = ecs.BatchSim(env, 8, device=device)
     actions = _random_actions(sim, 10, seed=4)
     actions["push"][7, 5] = 3  # step 7 of world 5 is out of range
-    with pytest.raises(ecs.ActionError, match=r"'push'.*world 5"):
+    # The error names the call, the step inside it, the world and the staged value (not sim.actions).
+    with pytest.raises(
+        ecs.ActionError,
+        match=r"run\(10, actions\): actions\['push'\]\[7\] \(step 7 of the run\) of world 5 is 3.*call run\(\) again",
+    ):
         sim.run(10, actions)
         sim.check()
     _assert_same(_snapshot(sim), _snapshot(twin))  # no world advanced, not even for steps 0..6
