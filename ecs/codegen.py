@@ -67,3 +67,50 @@ def _type_name(t: Any) -> str:
     shape = "x".join(str(s) for s in getattr(t, "_shape_", ()))
     scalar = getattr(getattr(t, "_wp_scalar_type_", None), "__name__", "")
     return "".join(ch if ch.isalnum() else "_" for ch in f"{base}{shape}{scalar}")
+
+
+def is_built(module: Any, device: str) -> bool:
+    """Whether loading ``module`` on ``device`` needs no compile: loaded already, or in Warp's kernel cache.
+
+    Reads Warp's cache layout (``<kernel_cache_dir>/<module identifier>/<output name>``); if that
+    layout cannot be read, answers False, which only shows a progress bar that was not needed.
+    """
+    import os
+
+    try:
+        from warp._src.context import _resolve_launch_block_dim
+
+        dev = wp.get_device(device)
+        if any(ctx == dev.context for ctx, _ in module.execs):
+            return True
+        # What wp.load_module picks: a plain launch's block size on CPU, the module's on CUDA.
+        block_dim = _resolve_launch_block_dim(dev, None if dev.is_cpu else module.options["block_dim"])
+        folder = os.path.join(wp.config.kernel_cache_dir, module.get_module_identifier(block_dim))
+        return os.path.exists(os.path.join(folder, module._get_compile_output_name(dev, block_dim=block_dim)))
+    except Exception:
+        return False
+
+
+def load_modules(modules: list[Any], device: str) -> None:
+    """Loads (compiling where needed) ``modules`` on ``device``, with a progress bar on stderr when some compile.
+
+    Nothing is shown when every module is cached. ``TQDM_DISABLE=1`` in the environment hides the bar.
+    """
+    import sys
+
+    from tqdm import tqdm
+
+    todo = [m for m in modules if not is_built(m, device)]
+    bar = None
+    if todo:
+        bar = tqdm(total=len(todo), desc=f"compiling kernels for {device}", unit="module", file=sys.stderr, leave=False)
+    try:
+        for module in modules:
+            if bar is not None and module in todo:
+                bar.set_postfix_str(module.name, refresh=True)
+            wp.load_module(module, device=device)
+            if bar is not None and module in todo:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()

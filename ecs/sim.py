@@ -17,7 +17,7 @@ import warp as wp
 
 from . import engine_kernels as ek
 from .checkpoint import check_values, load_state, save_state
-from .codegen import build_kernel, type_expr
+from .codegen import build_kernel, load_modules, type_expr
 from .errors import ActionError, CapacityError, EcsError, SchemaError, StateDictError
 from .fusion import CPU_BLOCK, FusedKernel, build_fused, why_not_fusable
 from .graph import Layout, Task, TaskGraph, make_bundle
@@ -393,8 +393,7 @@ class BatchSim:
         kernels = [t.kernel for t in self.graph.tasks]
         kernels += [self._validate_kernel, self._final_obs_kernel, self._load_actions_kernel, ek.gate_step]
         kernels += [f.kernel for f in (self._fused, self._fused_per_step) if f is not None]
-        for module in {id(k.module): k.module for k in kernels}.values():
-            wp.load_module(module, device=self.device)
+        load_modules(list({id(k.module): k.module for k in kernels}.values()), self.device)
 
     # -- recording ---------------------------------------------------------------------------
 

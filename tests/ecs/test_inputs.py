@@ -125,3 +125,22 @@ def test_yaml_duplicate_keys_are_refused_and_exponents_are_floats(tmp_path):
     exp.write_text("force_mag: 1e1\nmax_episode_steps: 300\n")
     cfg = envs.make("cartpole", config=exp).config
     assert cfg.force_mag == 10.0 and cfg.max_episode_steps == 300
+
+
+def test_first_build_shows_compile_progress_and_a_cached_build_shows_nothing(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "WARP_CACHE_PATH": str(tmp_path / "cache"), "PYTHONPATH": str(root)}
+    env.pop("TQDM_DISABLE", None)
+    code = "import ecs, envs; ecs.BatchSim(envs.make('cartpole'), 2, device='cpu'); print('built')"
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=True)
+        for _ in range(2)
+    ]
+    assert all(r.stdout.rstrip().endswith("built") for r in runs)
+    assert "compiling kernels for cpu" in runs[0].stderr and "module" in runs[0].stderr
+    assert "compiling kernels" not in runs[1].stderr
