@@ -193,6 +193,7 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     sub.add_parser("envs", help="list registered environments").set_defaults(fn=_cmd_envs)
+    sub.add_parser("gpu-report", help="the whole GPU campaign into one folder (see: python -m ecs gpu-report --help)")
     env_command("profile", "time every system of a step", worlds=4096, steps=100).set_defaults(fn=_cmd_profile)
     bench = env_command("bench", "world-steps per second of the captured step", worlds=4096, steps=1000)
     bench.add_argument("--repeats", type=_positive, default=5, help="timed windows; the median counts (default 5)")
@@ -209,6 +210,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit status (0 on success, 1 on an engine error)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["gpu-report"]:  # its own parser: python -m ecs gpu-report --help
+        from . import gpu_report
+
+        return gpu_report.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         args.fn(args)

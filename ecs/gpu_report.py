@@ -1,0 +1,490 @@
+"""The GPU campaign in one command: ``python -m ecs gpu-report --out DIR``.
+
+Runs the stages below in order, each in its own process under its own time limit and within a
+total budget (``--budget-s``, default 520 s: one 10-minute device call with margin). After every
+stage ``report.json`` and ``report.md`` in ``DIR`` are rewritten, so a crash or a timeout keeps
+what finished; a failed stage is recorded with the tail of its output and the run goes on.
+
+| stage | what it measures |
+|---|---|
+| ``device`` | GPU name, driver, Warp and torch versions |
+| ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
+| ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
+| ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
+| ``registers`` | registers, local memory and max threads per block of the hide-and-seek kernels, read from the CUDA driver |
+| ``policy_step`` | a captured policy forward plus step (``ecs.adapters.PolicyStep``) against the two done separately |
+| ``dist`` | ``python -m ecs dist-bench cartpole`` as one rank |
+| ``tests`` | the test suite's CUDA cases (``pytest -k cuda``) |
+
+Two device calls finish the campaign: ``python -m ecs gpu-report --out DIR`` and then, if the budget
+ran out, ``python -m ecs gpu-report --out DIR --resume`` (runs only the stages not yet in
+``DIR/report.json``). On CPU, ``--device cpu --quick`` runs every stage at toy sizes (the tests use it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+STAGES = ("device", "identity", "hide_and_seek", "cartpole", "registers", "policy_step", "dist", "tests")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# -- stages (each runs in a child process and returns a JSON-able dict) ----------------------------------
+
+
+def _sim(env_name: str, num_worlds: int, device: str, seed: int = 0, **overrides: Any):
+    import importlib
+
+    import warp as wp
+
+    wp.config.log_level = wp.LOG_WARNING
+    from .sim import BatchSim
+
+    env = importlib.import_module("envs").make(env_name, **overrides)
+    return BatchSim(env, num_worlds, device=device, seed=seed)
+
+
+def _random_actions(sim, gen) -> dict:
+    """One uniform draw from every action space (Discrete, MultiDiscrete or Box), shaped like ``sim.actions``."""
+    import numpy as np
+    import torch
+
+    out = {}
+    for key, space in sim.action_space.spaces.items():
+        view = sim.actions[key]
+        u = torch.rand(tuple(view.shape), generator=gen, dtype=torch.float64)
+        if hasattr(space, "nvec") or hasattr(space, "n"):
+            count = torch.as_tensor(np.asarray(getattr(space, "nvec", getattr(space, "n", 1))), dtype=torch.float64)
+            start = torch.as_tensor(np.asarray(getattr(space, "start", 0)), dtype=torch.float64)
+            value = (u * count).floor() + start
+        else:
+            low = torch.as_tensor(np.clip(space.low, -1.0, 1.0), dtype=torch.float64)
+            high = torch.as_tensor(np.clip(space.high, -1.0, 1.0), dtype=torch.float64)
+            value = low + u * (high - low)
+        out[key] = value.to(view.device, view.dtype)
+    return out
+
+
+def _timed(fn, steps: int, repeats: int, device: str) -> float:
+    """Median seconds per call of ``fn`` over ``repeats`` windows of ``steps`` calls."""
+    import warp as wp
+
+    times = []
+    for _ in range(repeats):
+        wp.synchronize_device(device)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            fn()
+        wp.synchronize_device(device)
+        times.append((time.perf_counter() - t0) / steps)
+    return statistics.median(times)
+
+
+def stage_device(args: argparse.Namespace) -> dict:
+    import torch
+    import warp as wp
+
+    wp.init()
+    info = {
+        "device": args.device,
+        "warp": wp.__version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+    if args.device.startswith("cuda"):
+        d = wp.get_device(args.device)
+        info.update(name=d.name, arch=d.arch, sm_count=getattr(d, "sm_count", None), memory_gib=d.total_memory / 2**30)
+        try:
+            smi = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            info["nvidia_smi"] = smi.stdout.strip()
+        except (OSError, subprocess.TimeoutExpired) as e:
+            info["nvidia_smi"] = f"unavailable: {e}"
+    else:
+        info["name"] = platform.processor() or platform.machine()
+    return info
+
+
+def stage_identity(args: argparse.Namespace) -> dict:
+    import hashlib
+
+    import torch
+
+    steps = 30 if args.quick else 300
+    out = {}
+    for env_name, worlds, extra in (
+        ("cartpole", 64 if args.quick else 4096, {}),
+        ("hide_and_seek", 4 if args.quick else 256, {"max_episode_steps": 12 if args.quick else 40}),
+    ):
+        digests = []
+        for _ in range(2):
+            sim = _sim(env_name, worlds, args.device, seed=3, **extra)
+            gen = torch.Generator().manual_seed(7)
+            for _ in range(steps):
+                for key, value in _random_actions(sim, gen).items():
+                    sim.actions[key].copy_(value)
+                sim.step()
+            arrays = sim.state_dict()["arrays"]
+            digests.append({k: hashlib.sha256(v.tobytes()).hexdigest() for k, v in arrays.items()})
+            episodes = int(arrays["singleton/episode"].sum())
+        differ = sorted(k for k in digests[0] if digests[0][k] != digests[1][k])
+        out[env_name] = {
+            "num_worlds": worlds,
+            "steps": steps,
+            "identical": not differ,
+            "differing_arrays": differ,
+            "episodes_begun": episodes,
+        }
+    return out
+
+
+def stage_hide_and_seek(args: argparse.Namespace) -> dict:
+    import torch
+
+    counts = [4, 16] if args.quick else [1024, 4096, 16384, 65536, 262144]
+    steps, repeats = (5, 3) if args.quick else (50, 5)
+    rows = []
+    for wide in (True, False):
+        for n in counts:
+            try:
+                sim = _sim("hide_and_seek", n, args.device, wide_sensors=wide)
+            except Exception as e:  # e.g. out of memory at the largest counts
+                rows.append({"num_worlds": n, "wide_sensors": wide, "error": f"{type(e).__name__}: {e}"[:300]})
+                continue
+            gen = torch.Generator().manual_seed(1)
+            for key, value in _random_actions(sim, gen).items():
+                sim.actions[key].copy_(value)
+            for _ in range(3):
+                sim.step()
+            per_step = _timed(sim.step, steps, repeats, args.device)
+            rows.append(
+                {"num_worlds": n, "wide_sensors": wide, "env_steps_per_s": n / per_step, "us_per_step": per_step * 1e6}
+            )
+            del sim
+    profile_worlds = counts[-1] if args.quick else 16384
+    sim = _sim("hide_and_seek", profile_worlds, args.device)
+    prof = sim.profile(5 if args.quick else 50)
+    return {"throughput": rows, "profile_num_worlds": profile_worlds, "profile": str(prof)}
+
+
+def _run(cmd: list[str], timeout: float) -> dict:
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=dict(os.environ))
+    return {
+        "cmd": " ".join(cmd),
+        "rc": p.returncode,
+        "seconds": time.perf_counter() - t0,
+        "tail": (p.stdout + p.stderr)[-3000:],
+    }
+
+
+def stage_cartpole(args: argparse.Namespace) -> dict:
+    py = sys.executable
+    counts = [1024] if args.quick else [4096, 65536, 1048576]
+    steps = "50" if args.quick else "1000"
+    out = {
+        "bench": [
+            _run(
+                [
+                    py,
+                    "-m",
+                    "ecs",
+                    "bench",
+                    "cartpole",
+                    "--device",
+                    args.device,
+                    "--num-worlds",
+                    str(n),
+                    "--steps",
+                    steps,
+                    "--repeats",
+                    "3",
+                ],
+                120,
+            )
+            for n in counts
+        ]
+    }
+    suite_json = os.path.join(args.out, "cartpole_suite.json")
+    suite = [
+        py,
+        "examples/benchmarks/bench_suite.py",
+        "--device",
+        args.device,
+        "--json",
+        suite_json,
+        "--bandwidth",
+        "--overhead",
+    ]
+    if args.quick:
+        suite += ["--max-log2", "6", "--ks", "1", "10", "--repeats", "2", "--window", "0.05", "--no-factors"]
+        suite += [
+            "--backends",
+            "torch-cpu",
+            "engine-captured",
+            "engine-fused",
+            "--bandwidth-num-worlds",
+            "256",
+            "--copy-mib",
+            "8",
+        ]
+    else:
+        suite += [
+            "--backends",
+            "torch-cuda",
+            "jax",
+            "engine-captured",
+            "engine-fused",
+            "engine-fused-run",
+            "--plots",
+            args.out,
+        ]
+    out["suite"] = _run(suite, 60 if args.quick else 240)
+    if os.path.exists(suite_json):
+        with open(suite_json) as f:
+            out["suite_results"] = json.load(f)
+    return out
+
+
+def stage_registers(args: argparse.Namespace) -> dict:
+    """Per kernel: registers, local (spill) bytes, max threads per block, from cuFuncGetAttribute."""
+    if not args.device.startswith("cuda"):
+        return {"skipped": "registers come from the CUDA driver; run on a GPU (or ../shared/gpu/registers.py offline)"}
+    import ctypes
+
+    import warp as wp
+
+    sim = _sim("hide_and_seek", 64, args.device)
+    sim.step()
+    cuda = ctypes.CDLL("libcuda.so.1")
+    attrs = {"max_threads_per_block": 0, "local_bytes": 3, "registers": 4}
+    rows = []
+    dev = wp.get_device(args.device)
+    for task in sim.graph.tasks:
+        module = task.kernel.module
+        for (ctx, _dim), exec_ in module.execs.items():
+            if ctx != dev.context:
+                continue
+            try:
+                hooks = exec_.get_kernel_hooks(task.kernel)
+                fn = ctypes.c_void_p(hooks.forward)
+                row = {"kernel": task.kernel.key}
+                for name, code in attrs.items():
+                    v = ctypes.c_int(0)
+                    cuda.cuFuncGetAttribute(ctypes.byref(v), code, fn)
+                    row[name] = v.value
+                rows.append(row)
+            except Exception as e:
+                rows.append({"kernel": task.kernel.key, "error": f"{type(e).__name__}: {e}"[:200]})
+    return {"kernels": rows}
+
+
+def stage_policy_step(args: argparse.Namespace) -> dict:
+    import torch
+
+    from .adapters.policy_step import PolicyStep
+
+    n = 256 if args.quick else 65536
+    sim = _sim("cartpole", n, args.device)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2)).to(sim.rewards.device)
+
+    def policy(obs):
+        with torch.no_grad():
+            return {"push": net(obs["state"]).argmax(-1).to(torch.int32)}
+
+    stepper = PolicyStep(sim, policy)
+
+    def separate():
+        sim.actions["push"].copy_(policy(sim.obs)["push"])
+        sim.step()
+
+    steps, repeats = (20, 3) if args.quick else (200, 5)
+    return {
+        "num_worlds": n,
+        "captured_us": _timed(stepper, steps, repeats, args.device) * 1e6,
+        "separate_us": _timed(separate, steps, repeats, args.device) * 1e6,
+    }
+
+
+def stage_dist(args: argparse.Namespace) -> dict:
+    n = "256" if args.quick else "65536"
+    steps = "20" if args.quick else "500"
+    cmd = [
+        sys.executable,
+        "-m",
+        "ecs",
+        "dist-bench",
+        "cartpole",
+        "--device",
+        args.device,
+        "--num-worlds",
+        n,
+        "--steps",
+        steps,
+        "--repeats",
+        "3",
+    ]
+    return _run(cmd, 120)
+
+
+def stage_tests(args: argparse.Namespace) -> dict:
+    if not args.device.startswith("cuda") and not args.force_tests:
+        return {"skipped": "the CUDA test cases need a GPU (pass --force-tests to run the selection on CPU)"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cuda", "--timeout", "240", "-x"]
+    if args.quick:
+        cmd += ["tests/test_gpu_report.py", "--co"]
+    return _run(cmd, 300)
+
+
+# -- orchestration -------------------------------------------------------------------------------
+
+
+def _write(out: str, report: dict) -> None:
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(report, f, indent=1, default=str)
+    lines = [f"# GPU report: {report.get('device', '?')}", ""]
+    for name in STAGES:
+        entry = report["stages"].get(name)
+        if entry is None:
+            continue
+        lines.append(f"## {name}: {entry['status']} ({entry['seconds']:.0f} s)")
+        result = entry.get("result", {})
+        if name == "hide_and_seek" and "throughput" in result:
+            lines += ["", "| num_worlds | wide sensors | env steps/s | us per step |", "|---|---|---|---|"]
+            for r in result["throughput"]:
+                if "error" in r:
+                    lines.append(f"| {r['num_worlds']} | {r['wide_sensors']} | {r['error']} | |")
+                else:
+                    lines.append(
+                        f"| {r['num_worlds']} | {r['wide_sensors']} | {r['env_steps_per_s']:,.0f} | {r['us_per_step']:.1f} |"
+                    )
+            lines += ["", "```", result.get("profile", ""), "```"]
+        elif name == "identity" and entry["status"] == "ok":
+            lines += [
+                f"- {env}: identical={r['identical']} ({r['num_worlds']} worlds, {r['steps']} steps)"
+                for env, r in result.items()
+            ]
+        elif entry["status"] != "ok":
+            lines += ["", "```", str(entry.get("error", ""))[-1500:], "```"]
+        elif name in ("cartpole", "dist"):
+            runs = [*result.get("bench", []), *([result["suite"]] if "suite" in result else [])] or [result]
+            for r in runs:
+                lines += ["", f"`{r.get('cmd', '')}` (exit {r.get('rc')}, {r.get('seconds', 0):.0f} s)", "```"]
+                lines += [str(r.get("tail", ""))[-1500:], "```"]
+        else:
+            lines += ["", "```", json.dumps(result, indent=1, default=str)[:3000], "```"]
+        lines.append("")
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+def _plot(out: str, report: dict) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        report["plots"] = "matplotlib is not installed: no plots"
+        return
+    rows = report["stages"].get("hide_and_seek", {}).get("result", {}).get("throughput", [])
+    if not rows:
+        return
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for wide in (True, False):
+        pts = [(r["num_worlds"], r["env_steps_per_s"]) for r in rows if r["wide_sensors"] == wide and "error" not in r]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), marker="o", label="thread per ray/target" if wide else "thread per agent")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("num_worlds")
+    ax.set_ylabel("env steps / s")
+    ax.set_title(f"hide-and-seek on {report.get('device', '?')}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "hide_and_seek_throughput.png"), dpi=90)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ecs gpu-report", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="folder for report.json, report.md and plots")
+    parser.add_argument("--device", default=None, help="cuda:N or cpu (default: cuda:0 when present, else cpu)")
+    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated subset of {','.join(STAGES)}")
+    parser.add_argument("--resume", action="store_true", help="skip the stages already in OUT/report.json")
+    parser.add_argument("--budget-s", type=float, default=520.0, help="total seconds for all stages (default 520)")
+    parser.add_argument("--quick", action="store_true", help="toy sizes (for CPU tests)")
+    parser.add_argument("--force-tests", action="store_true", help="run the tests stage on CPU too")
+    parser.add_argument("--stage", help=argparse.SUPPRESS)  # internal: run one stage in this process
+    args = parser.parse_args(argv)
+    if args.device is None:
+        import warp as wp
+
+        wp.config.log_level = wp.LOG_WARNING
+        args.device = "cuda:0" if wp.is_cuda_available() else "cpu"
+    os.makedirs(args.out, exist_ok=True)
+    if args.stage:  # child process: one stage, result to OUT/stage_<name>.json
+        result = globals()[f"stage_{args.stage}"](args)
+        with open(os.path.join(args.out, f"stage_{args.stage}.json"), "w") as f:
+            json.dump(result, f, default=str)
+        return 0
+    wanted = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = sorted(set(wanted) - set(STAGES))
+    if unknown:
+        parser.error(f"unknown stage(s) {unknown}; stages: {', '.join(STAGES)}")
+    path = os.path.join(args.out, "report.json")
+    report = {"device": args.device, "stages": {}}
+    if args.resume and os.path.exists(path):
+        with open(path) as f:
+            report = json.load(f)
+        wanted = [s for s in wanted if report["stages"].get(s, {}).get("status") != "ok"]
+    deadline = time.perf_counter() + args.budget_s
+    limits = {"tests": 300, "cartpole": 300, "hide_and_seek": 240}
+    for name in wanted:
+        left = deadline - time.perf_counter()
+        if left < 10:
+            report["stages"][name] = {"status": "not run (budget spent; run again with --resume)", "seconds": 0.0}
+            continue
+        cmd = [sys.executable, "-m", "ecs.gpu_report", "--out", args.out, "--device", args.device, "--stage", name]
+        cmd += ["--quick"] * args.quick + ["--force-tests"] * args.force_tests
+        t0 = time.perf_counter()
+        print(f"gpu-report: {name} ...", file=sys.stderr, flush=True)
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=min(left, limits.get(name, 120)), cwd=ROOT)
+            status, error = (
+                ("ok", None) if p.returncode == 0 else (f"failed (exit {p.returncode})", (p.stdout + p.stderr)[-3000:])
+            )
+        except subprocess.TimeoutExpired as e:
+            status, error = "timed out", str(e.stdout or "")[-1500:] + str(e.stderr or "")[-1500:]
+        entry: dict[str, Any] = {"status": status, "seconds": time.perf_counter() - t0}
+        stage_file = os.path.join(args.out, f"stage_{name}.json")
+        if status == "ok" and os.path.exists(stage_file):
+            with open(stage_file) as f:
+                entry["result"] = json.load(f)
+            os.unlink(stage_file)
+        if error:
+            entry["error"] = error
+        report["stages"][name] = entry
+        if name == "device" and status == "ok":
+            report["device"] = f"{entry['result'].get('name', args.device)} ({args.device})"
+        _write(args.out, report)
+        print(f"gpu-report: {name}: {status} in {entry['seconds']:.0f} s", file=sys.stderr, flush=True)
+    _plot(args.out, report)
+    _write(args.out, report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""``python -m ecs gpu-report`` runs on CPU at toy sizes, so it works the first time a GPU appears: every
+stage lands in report.json and report.md, a failing stage is recorded without stopping the run, and
+``--resume`` runs only what is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gpu_report(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "ecs", "gpu-report", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
+    out = tmp_path / "report"
+    stages = "device,identity,hide_and_seek,registers,policy_step,dist,tests"
+    p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", stages)
+    assert p.returncode == 0, p.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [s for s in report["stages"]] == stages.split(",")
+    assert all(e["status"] == "ok" for e in report["stages"].values()), report["stages"]
+    identity = report["stages"]["identity"]["result"]
+    assert identity["cartpole"]["identical"] and identity["hide_and_seek"]["identical"]
+    assert identity["hide_and_seek"]["episodes_begun"] >= 2 * identity["hide_and_seek"]["num_worlds"]  # resets ran
+    rows = report["stages"]["hide_and_seek"]["result"]["throughput"]
+    assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
+    assert "step_bodies" in report["stages"]["hide_and_seek"]["result"]["profile"]
+    assert "skipped" in report["stages"]["tests"]["result"] and "skipped" in report["stages"]["registers"]["result"]
+    md = (out / "report.md").read_text()
+    assert "## identity: ok" in md and "| num_worlds | wide sensors |" in md and "world-steps/s" in md
+    assert (out / "hide_and_seek_throughput.png").stat().st_size > 1000
+    before = report["stages"]["identity"]["seconds"]
+    p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--resume", "--stages", "identity,device")
+    assert p.returncode == 0 and "identity ..." not in p.stderr  # already done: not run again
+    assert json.loads((out / "report.json").read_text())["stages"]["identity"]["seconds"] == before
+
+
+def test_a_failing_stage_is_recorded_and_the_run_goes_on(tmp_path):
+    out = tmp_path / "report"
+    p = gpu_report("--out", str(out), "--device", "cuda:7", "--quick", "--stages", "device,identity")
+    assert p.returncode == 0, p.stderr
+    stages = json.loads((out / "report.json").read_text())["stages"]
+    assert set(stages) == {"device", "identity"}
+    assert all(e["status"].startswith("failed") and "cuda:7" in e["error"] for e in stages.values())
+    assert "## identity: failed" in (out / "report.md").read_text()
+    bad = gpu_report("--out", str(out), "--stages", "device,speed")
+    assert bad.returncode != 0 and "unknown stage(s) ['speed']" in bad.stderr
