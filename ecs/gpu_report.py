@@ -342,7 +342,8 @@ def stage_dist(args: argparse.Namespace) -> dict:
 def stage_tests(args: argparse.Namespace) -> dict:
     if not args.device.startswith("cuda") and not args.force_tests:
         return {"skipped": "the CUDA test cases need a GPU (pass --force-tests to run the selection on CPU)"}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cuda", "--timeout", "240", "-x"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cuda", "--timeout", "240"]
+    cmd += ["--continue-on-collection-errors", "-rfE"]  # the GPU image lacks some test extras: skip what cannot import
     if args.quick:
         cmd += ["tests/test_gpu_report.py", "--co"]
     return _run(cmd, 300)
