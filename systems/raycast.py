@@ -211,17 +211,26 @@ def exit_distance(shape: wp.int32, size: wp.vec3, x: wp.vec3, q: wp.quat, d: wp.
 
 # -- systems ------------------------------------------------------------------------------------------
 
+# The body columns every sensor reads, as one kernel parameter ``body_in`` (whole columns, ``[world, row]``).
+BodyView = ecs.bundle(
+    "BodyView",
+    [
+        "alive",
+        ("shape", wp.int32),
+        ("size", wp.vec3),
+        ("position", wp.vec3),
+        ("rotation", wp.quat),
+        ("response", wp.int32),
+    ],
+)
+
 
 @wp.func
 def lidar_ray(
     lidar_range: float,
     lidar_height: float,
     body_row: wp.array2d[wp.int32],
-    alive: wp.array2d[wp.int32],
-    shape: wp.array2d[wp.int32],
-    size: wp.array2d[wp.vec3],
-    position: wp.array2d[wp.vec3],
-    rotation: wp.array2d[wp.quat],
+    b: BodyView,
     world: int,
     row: int,
     k: int,
@@ -229,11 +238,11 @@ def lidar_ray(
 ):
     """Distance and body row of lidar ray ``k`` of ``n`` from the body of entity ``row``."""
     me = body_row[world, row]
-    q = rotation[world, me]
-    o = position[world, me] + wp.vec3(0.0, 0.0, lidar_height)
+    q = b.rotation[world, me]
+    o = b.position[world, me] + wp.vec3(0.0, 0.0, lidar_height)
     angle = 2.0 * wp.pi * float(k) / float(n)
     d = wp.quat_rotate(q, wp.vec3(wp.cos(angle), wp.sin(angle), 0.0))
-    return cast_ray(alive, shape, size, position, rotation, world, o, d, lidar_range, me)
+    return cast_ray(b.alive, b.shape, b.size, b.position, b.rotation, world, o, d, lidar_range, me)
 
 
 @wp.kernel
@@ -244,11 +253,7 @@ def cast_lidar(
     # Components in:
     alive_in: wp.array2d[wp.int32],
     body_row_in: wp.array2d[wp.int32],
-    body__alive_in: wp.array2d[wp.int32],
-    body__shape_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__position_in: wp.array2d[wp.vec3],
-    body__rotation_in: wp.array2d[wp.quat],
+    body_in: BodyView,
     # Components out:
     lidar_out: wp.array3d[wp.float32],
     lidar_hit_out: wp.array3d[wp.int32],
@@ -259,20 +264,7 @@ def cast_lidar(
         return
     n = lidar_out.shape[2]
     for k in range(n):
-        t, hit = lidar_ray(
-            lidar_range,
-            lidar_height,
-            body_row_in,
-            body__alive_in,
-            body__shape_in,
-            body__size_in,
-            body__position_in,
-            body__rotation_in,
-            world,
-            row,
-            k,
-            n,
-        )
+        t, hit = lidar_ray(lidar_range, lidar_height, body_row_in, body_in, world, row, k, n)
         lidar_out[world, row, k] = t
         lidar_hit_out[world, row, k] = hit
 
@@ -285,11 +277,7 @@ def cast_lidar_rays(
     # Components in:
     alive_in: wp.array2d[wp.int32],
     body_row_in: wp.array2d[wp.int32],
-    body__alive_in: wp.array2d[wp.int32],
-    body__shape_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__position_in: wp.array2d[wp.vec3],
-    body__rotation_in: wp.array2d[wp.quat],
+    body_in: BodyView,
     # Components out:
     lidar_out: wp.array3d[wp.float32],
     lidar_hit_out: wp.array3d[wp.int32],
@@ -298,20 +286,7 @@ def cast_lidar_rays(
     world, row, k = wp.tid()
     if alive_in[world, row] == 0:
         return
-    t, hit = lidar_ray(
-        lidar_range,
-        lidar_height,
-        body_row_in,
-        body__alive_in,
-        body__shape_in,
-        body__size_in,
-        body__position_in,
-        body__rotation_in,
-        world,
-        row,
-        k,
-        lidar_out.shape[2],
-    )
+    t, hit = lidar_ray(lidar_range, lidar_height, body_row_in, body_in, world, row, k, lidar_out.shape[2])
     lidar_out[world, row, k] = t
     lidar_hit_out[world, row, k] = hit
 
@@ -348,22 +323,13 @@ def sees(
 
 @wp.func
 def visible_flag(
-    view_half_angle: float,
-    body_row: wp.array2d[wp.int32],
-    alive: wp.array2d[wp.int32],
-    shape: wp.array2d[wp.int32],
-    size: wp.array2d[wp.vec3],
-    position: wp.array2d[wp.vec3],
-    rotation: wp.array2d[wp.quat],
-    world: int,
-    row: int,
-    target: int,
+    view_half_angle: float, body_row: wp.array2d[wp.int32], b: BodyView, world: int, row: int, target: int
 ) -> wp.int32:
     """1 if entity ``row`` sees body row ``target`` (rows past the body table read 0)."""
-    if target >= alive.shape[1]:
+    if target >= b.alive.shape[1]:
         return 0
     me = body_row[world, row]
-    t = sees(alive, shape, size, position, rotation, world, me, target, wp.cos(view_half_angle))
+    t = sees(b.alive, b.shape, b.size, b.position, b.rotation, world, me, target, wp.cos(view_half_angle))
     return wp.where(t >= 0.0, 1, 0)
 
 
@@ -374,11 +340,7 @@ def observe_visibility(
     # Components in:
     alive_in: wp.array2d[wp.int32],
     body_row_in: wp.array2d[wp.int32],
-    body__alive_in: wp.array2d[wp.int32],
-    body__shape_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__position_in: wp.array2d[wp.vec3],
-    body__rotation_in: wp.array2d[wp.quat],
+    body_in: BodyView,
     # Components out:
     visible_out: wp.array3d[wp.int32],
 ):
@@ -387,18 +349,7 @@ def observe_visibility(
     if alive_in[world, row] == 0:
         return
     for target in range(visible_out.shape[2]):
-        visible_out[world, row, target] = visible_flag(
-            view_half_angle,
-            body_row_in,
-            body__alive_in,
-            body__shape_in,
-            body__size_in,
-            body__position_in,
-            body__rotation_in,
-            world,
-            row,
-            target,
-        )
+        visible_out[world, row, target] = visible_flag(view_half_angle, body_row_in, body_in, world, row, target)
 
 
 @wp.kernel
@@ -408,11 +359,7 @@ def observe_visibility_targets(
     # Components in:
     alive_in: wp.array2d[wp.int32],
     body_row_in: wp.array2d[wp.int32],
-    body__alive_in: wp.array2d[wp.int32],
-    body__shape_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__position_in: wp.array2d[wp.vec3],
-    body__rotation_in: wp.array2d[wp.quat],
+    body_in: BodyView,
     # Components out:
     visible_out: wp.array3d[wp.int32],
 ):
@@ -420,18 +367,7 @@ def observe_visibility_targets(
     world, row, target = wp.tid()
     if alive_in[world, row] == 0:
         return
-    visible_out[world, row, target] = visible_flag(
-        view_half_angle,
-        body_row_in,
-        body__alive_in,
-        body__shape_in,
-        body__size_in,
-        body__position_in,
-        body__rotation_in,
-        world,
-        row,
-        target,
-    )
+    visible_out[world, row, target] = visible_flag(view_half_angle, body_row_in, body_in, world, row, target)
 
 
 @wp.kernel
@@ -442,12 +378,7 @@ def find_reach_targets(
     # Components in:
     alive_in: wp.array2d[wp.int32],
     body_row_in: wp.array2d[wp.int32],
-    body__alive_in: wp.array2d[wp.int32],
-    body__shape_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__position_in: wp.array2d[wp.vec3],
-    body__rotation_in: wp.array2d[wp.quat],
-    body__response_in: wp.array2d[wp.int32],
+    body_in: BodyView,
     # Components out:
     reach_target_out: wp.array2d[wp.int32],
 ):
@@ -459,27 +390,14 @@ def find_reach_targets(
     c = wp.cos(view_half_angle)
     best = wp.float32(BIG)
     best_row = wp.int32(-1)
-    for target in range(body__alive_in.shape[1]):
-        if body__response_in[world, target] == 1:
-            t = sees(
-                body__alive_in,
-                body__shape_in,
-                body__size_in,
-                body__position_in,
-                body__rotation_in,
-                world,
-                me,
-                target,
-                c,
-            )
+    b = body_in
+    for target in range(b.alive.shape[1]):
+        if b.response[world, target] == 1:
+            t = sees(b.alive, b.shape, b.size, b.position, b.rotation, world, me, target, c)
             if t >= 0.0:
-                d = wp.normalize(body__position_in[world, target] - body__position_in[world, me])
+                d = wp.normalize(b.position[world, target] - b.position[world, me])
                 gap = t - exit_distance(
-                    body__shape_in[world, me],
-                    body__size_in[world, me],
-                    body__position_in[world, me],
-                    body__rotation_in[world, me],
-                    d,
+                    b.shape[world, me], b.size[world, me], b.position[world, me], b.rotation[world, me], d
                 )
                 if gap <= reach_distance and gap < best:
                     best = gap
