@@ -8,7 +8,7 @@ hands the trainer persistent zero-copy torch tensors.
 
 from . import distributed, funcs
 from .adapters.stats import EpisodeStats
-from .config import load_config
+from .config import config_range, load_config
 from .errors import (
     ActionError,
     CapacityError,
@@ -63,6 +63,7 @@ __all__ = [
     "TaskGraph",
     "bundle",
     "component",
+    "config_range",
     "despawn",
     "despawn_view",
     "distributed",

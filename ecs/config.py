@@ -17,6 +17,18 @@ from .errors import ConfigError
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
+def config_range(*, low: float | None = None, high: float | None = None) -> dict[str, Any]:
+    """Field metadata declaring an inclusive range for a number field of a config dataclass.
+
+    ``load_config`` checks it for defaults, YAML values and overrides alike::
+
+        move_force: float = field(default=20.0, metadata=ecs.config_range(low=0.0))  # N
+    """
+    if low is not None and high is not None and not low <= high:
+        raise ValueError(f"config_range needs low <= high, got [{low}, {high}]")
+    return {"range": (low, high)}
+
+
 class _StrictLoader(yaml.SafeLoader):
     """YAML with two fixes for configs: duplicate keys are an error, and ``1e3`` is a float (YAML 1.2)."""
 
@@ -42,8 +54,11 @@ _StrictLoader.add_implicit_resolver(
 def load_config(cls: type, path: str | os.PathLike | None = None, **overrides: Any) -> Any:
     """Builds ``cls`` (a frozen dataclass) from defaults, then a YAML file, then keyword overrides.
 
+    A field may declare an inclusive range in its metadata (``ecs.config_range``); it is checked
+    after the dataclass's ``__post_init__``.
+
     Raises:
-        ConfigError: an unknown key (the message lists the valid keys), a value of the wrong type
+        ConfigError: a value outside its declared range; an unknown key (the message lists the valid keys), a value of the wrong type
             (naming the field), or a value the dataclass's ``__post_init__`` refuses.
     """
     if not dataclasses.is_dataclass(cls):
@@ -72,9 +87,26 @@ def load_config(cls: type, path: str | os.PathLike | None = None, **overrides: A
     hints = typing.get_type_hints(cls)
     checked = {name: _coerce(cls.__name__, name, hints[name], v) for name, v in values.items()}
     try:
-        return cls(**checked)
+        cfg = cls(**checked)
     except (ValueError, TypeError) as e:
         raise ConfigError(f"{cls.__name__}: {e}") from None
+    _check_ranges(cfg)
+    return cfg
+
+
+def _check_ranges(cfg: Any) -> None:
+    """Checks every field that declares ``ecs.config_range`` (entry by entry for tuples)."""
+    for f in dataclasses.fields(cfg):
+        low, high = f.metadata.get("range", (None, None))
+        if low is None and high is None:
+            continue
+        value = getattr(cfg, f.name)
+        for i, v in enumerate(value if isinstance(value, tuple) else (value,)):
+            if (low is not None and v < low) or (high is not None and v > high):
+                at = f"{type(cfg).__name__}.{f.name}" + (f"[{i}]" if isinstance(value, tuple) else "")
+                lo = "-inf" if low is None else low
+                hi = "inf" if high is None else high
+                raise ConfigError(f"{at} must lie in [{lo}, {hi}], got {v!r}")
 
 
 def _coerce(owner: str, name: str, hint: Any, value: Any) -> Any:

@@ -250,11 +250,16 @@ class Param:
     Stored as a Warp array of shape ``(len(values),)``; world ``w`` reads ``values[w % len]``
     (``ecs.per_world(param, world)`` in a kernel), which gives domain randomisation without a
     code change. Written at run time through ``sim.params[name]``.
+
+    Values must be finite; ``low`` and ``high`` (inclusive) bound them further, e.g. ``low=0.0``
+    for a mass. Both are checked here, for ``BatchSim(params=...)`` and for ``sim.params[name] = v``.
     """
 
     name: str
     dtype: Any
     value: Any
+    low: float = -math.inf
+    high: float = math.inf
 
     def __post_init__(self) -> None:
         _check_name(self.name, "parameter")
@@ -273,7 +278,20 @@ class Param:
                 f"parameter {self.name!r}: values must be finite, got {arr[tuple(bad)]!r} at {bad.tolist()}; "
                 "pass finite numbers"
             )
+        self.check_range(arr)
         object.__setattr__(self, "value", arr)
+
+    def check_range(self, values: np.ndarray) -> None:
+        """Raises SchemaError when a value lies outside ``[low, high]``."""
+        if not (self.low <= self.high):
+            raise SchemaError(f"parameter {self.name!r}: needs low <= high, got [{self.low}, {self.high}]")
+        outside = (values < self.low) | (values > self.high)
+        if np.any(outside):
+            bad = np.argwhere(outside)[0]
+            raise SchemaError(
+                f"parameter {self.name!r}: values must lie in [{self.low}, {self.high}], got "
+                f"{values[tuple(bad)].item()!r} at {bad.tolist()}"
+            )
 
 
 class Phase(enum.IntEnum):
@@ -392,9 +410,15 @@ class EnvSpec:
                     )
         if self.num_agents is not None and (not isinstance(self.num_agents, int) or self.num_agents < 1):
             raise SchemaError(f"env {self.name!r}: num_agents must be None or an int >= 1, got {self.num_agents!r}")
-        if not isinstance(self.max_episode_steps, int) or self.max_episode_steps < 0:
+        if (
+            isinstance(self.max_episode_steps, bool)
+            or not isinstance(self.max_episode_steps, int)
+            or not 0 <= self.max_episode_steps < 2**31
+        ):
+            # The horizon reaches the kernels as an int32: a larger value would wrap.
             raise SchemaError(
-                f"env {self.name!r}: max_episode_steps must be an int >= 0, got {self.max_episode_steps!r}"
+                f"env {self.name!r}: max_episode_steps must be an int >= 0 and < 2**31, got "
+                f"{self.max_episode_steps!r}; pass 0 for no time limit"
             )
         pnames = set()
         for p in self.params:

@@ -22,7 +22,7 @@ from .errors import ActionError, CapacityError, EcsError, SchemaError, StateDict
 from .fusion import CPU_BLOCK, FusedKernel, build_fused, why_not_fusable
 from .graph import Layout, Task, TaskGraph, make_bundle
 from .memory import check_fits, estimate
-from .schema import ENGINE_COLUMNS, Component, EnvSpec, Param, Phase, dtype_shape, scalar_type
+from .schema import ENGINE_COLUMNS, Component, EnvSpec, Phase, dtype_shape, scalar_type
 from .torch_bridge import ActionDict, TorchViews
 
 STATE_FORMAT_VERSION = 1
@@ -218,7 +218,7 @@ class BatchSim:
             raise EcsError(f"unknown parameter(s) {unknown} for env {self.env.name!r}; parameters: {sorted(declared)}")
         values = {name: p.value for name, p in declared.items()}
         for name, value in overrides.items():
-            values[name] = Param(name, declared[name].dtype, value).value
+            values[name] = dataclasses.replace(declared[name], value=value).value
         return values
 
     def _make_layout(self) -> Layout:

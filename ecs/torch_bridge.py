@@ -35,7 +35,7 @@ class TorchViews:
         self.rewards = wp.to_torch(s["reward"])
         self.terminated = wp.to_torch(s["terminated"])
         self.truncated = wp.to_torch(s["truncated"])
-        self.params = ParamDict({k: wp.to_torch(v) for k, v in sim._params.items()})
+        self.params = ParamDict({k: wp.to_torch(v) for k, v in sim._params.items()}, {p.name: p for p in env.params})
         self.reset_request = wp.to_torch(sim._reset_request)
         self._columns: dict[tuple[str, str], Any] = {}
 
@@ -163,12 +163,14 @@ class ParamDict(Mapping):
     """``sim.params``: per-world parameters (one shared value, or one per world), written in place.
 
     ``sim.params[name] = value`` checks ``value`` (finite numbers of the parameter's shape, or one
-    value for all its entries) and copies it into the persistent buffer; nothing changes on an
+    value for all its entries, inside the ``ecs.Param``'s ``low``/``high``) and copies it into the
+    persistent buffer; nothing changes on an
     error. In-place tensor writes (``sim.params[name].fill_(x)``) skip those checks.
     """
 
-    def __init__(self, views: dict[str, Any]) -> None:
+    def __init__(self, views: dict[str, Any], declared: dict[str, Any] | None = None) -> None:
         self._views = views
+        self._declared = declared or {}
 
     def __getitem__(self, key: str):
         try:
@@ -203,6 +205,8 @@ class ParamDict(Mapping):
             raise EcsError(f"parameter {key!r} must be finite, got {arr.tolist()}")
         if not buf.dtype.is_floating_point and arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
             raise EcsError(f"parameter {key!r} holds integers, got non-integral {arr.tolist()}")
+        if key in self._declared:
+            self._declared[key].check_range(arr)  # the Param's low/high
         buf.copy_(torch.as_tensor(np.array(arr)).to(buf.dtype))
 
     def __delitem__(self, key: str) -> None:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -91,7 +91,8 @@ class HideAndSeekConfig:
     agent_friction: float = 0.01
     ramp_friction: float = 0.01
     wall_friction: float = 0.01
-    team_spawn_radius: float = 0.5  # m, teammates start within this distance of their team's first agent
+    team_spawn_radius: float = field(default=0.5, metadata=ecs.config_range(low=0.0))  # m, teammates start
+    # within this distance of their team's first agent
     placement_clearance: float = 0.05  # m, free gap around every placed object
     max_walls: int = 12  # wall rows per world
     move_force: float = 20.0  # N at bin 0 or 10
