@@ -14,6 +14,7 @@ import warp as wp
 import ecs
 from systems.collision import shape_extent
 from systems.geometry import BOX, PLANE, SPHERE, WEDGE
+from systems.grab import GrabJoints, hold
 from systems.locking import try_lock, try_unlock
 from systems.placement import BodyColumns, place_body
 from systems.raycast import sees
@@ -605,17 +606,6 @@ BodyDrive = ecs.bundle(
         ("locked_by", wp.int32),
     ],
 )
-GrabJoints = ecs.bundle(
-    "GrabJoints",
-    [
-        "alive",
-        ("joint_body_a", wp.int32),
-        ("joint_body_b", wp.int32),
-        ("joint_anchor_a", wp.vec3),
-        ("joint_anchor_b", wp.vec3),
-        ("joint_rotation", wp.quat),
-    ],
-)
 
 
 @wp.func
@@ -665,25 +655,15 @@ def act_agents(
         frozen = prep and agent_in.team[world, a] == 1
         want = world_grab_in[world, a] != 0 and not frozen
         holding = agent_out.holding[world, a] != 0
-        if holding:
-            held = joint_out.joint_body_b[world, a]
-            if not want or body_out.locked_by[world, held] != 0:
-                holding = False
-        elif want:
-            target = grabbable(agent_in.reach_target[world, a], body_in.kind, world)
-            if target >= 0:  # noqa: SIM102 (Warp does not short-circuit: target may be -1)
-                if body_out.locked_by[world, target] == 0:
-                    qa = body_out.rotation[world, me]
-                    qb = body_out.rotation[world, target]
-                    xa = body_out.position[world, me]
-                    xb = body_out.position[world, target]
-                    joint_out.joint_body_a[world, a] = me
-                    joint_out.joint_body_b[world, a] = target
-                    joint_out.joint_anchor_a[world, a] = wp.quat_rotate_inv(qa, xb - xa)
-                    joint_out.joint_anchor_b[world, a] = wp.vec3(0.0, 0.0, 0.0)
-                    joint_out.joint_rotation[world, a] = wp.quat_inverse(qa) * qb
-                    holding = True
-        joint_out.alive[world, a] = wp.where(holding, 1, 0)
+        if holding:  # noqa: SIM102 (Warp does not short-circuit)
+            if body_out.locked_by[world, joint_out.joint_body_b[world, a]] != 0:
+                holding = False  # a held body that gets locked is let go, and nothing else is grabbed this step
+                want = False
+        target = grabbable(agent_in.reach_target[world, a], body_in.kind, world)
+        if target >= 0:  # noqa: SIM102 (Warp does not short-circuit: target may be -1)
+            if body_out.locked_by[world, target] != 0:
+                target = -1
+        holding = hold(joint_out, world, a, holding, want, me, target, body_out.position, body_out.rotation)
         agent_out.holding[world, a] = wp.where(holding, 1, 0)
         if frozen:
             body_out.response[world, me] = KINEMATIC
