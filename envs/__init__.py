@@ -41,6 +41,7 @@ ENTRY_POINT_GROUP = "warp_ecs.envs"
 
 _BUILTIN: dict[str, str] = {
     "cartpole": "envs.cartpole:make",
+    "escape_room": "envs.escape_room:make",
     "foraging": "envs.foraging:make",
     "predator_prey": "envs.predator_prey:make",
     "hide_and_seek": "envs.hide_and_seek:make",

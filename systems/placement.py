@@ -21,30 +21,28 @@ The broadphase boxes (``aabb_lower``, ``aabb_upper``) are left alone: ``find_pai
 them from the pose before anything reads them. To remove a body, set its ``alive`` to 0
 (``ecs.despawn``).
 
-A kernel declares the body columns it writes (``body__<column>_out``) and bundles them into a
-``BodyColumns``:
+``BodyColumns`` is an ``ecs.bundle``: a system takes it as one parameter that the engine binds to
+those columns (and declares as written):
 
 ```python
 @wp.kernel
-def reset_scene(
-    box_size: float,
-    world_reset_in: wp.array[wp.int32],
-    body__alive_out: wp.array2d[wp.int32],
-    ...  # every BodyColumns field as body__<field>_out
-    body__sweep_order_out: wp.array2d[wp.int32],
-):
+def reset_scene(box_size: float, world_reset_in: wp.array[wp.int32], body_out: BodyColumns):
     world = wp.tid()
     if world_reset_in[world] == 0:
         return
-    bodies = BodyColumns(alive=body__alive_out, generation=body__generation_out, ..., sweep_order=body__sweep_order_out)
     half = wp.vec3(box_size, box_size, box_size) * 0.5
-    place_body(bodies, world, 1, BOX, half, wp.vec3(0.0, 0.0, half[2]), wp.quat_identity(), 1.0, DYNAMIC, 0.5, 0.0)
+    place_body(body_out, world, 1, BOX, half, wp.vec3(0.0, 0.0, half[2]), wp.quat_identity(), 1.0, DYNAMIC, 0.5, 0.0)
 ```
+
+A system that takes other body columns too builds a ``BodyColumns`` from its own arrays
+(``BodyColumns(alive=..., ...)``), as hide-and-seek's level generator does.
 """
 
 from __future__ import annotations
 
 import warp as wp
+
+import ecs
 
 from .geometry import inverse_inertia
 from .rigid_body import DYNAMIC
@@ -52,29 +50,32 @@ from .rigid_body import DYNAMIC
 wp.set_module_options({"enable_backward": False})
 
 
-@wp.struct
-class BodyColumns:
-    """The columns of the ``body`` archetype that ``place_body`` writes, each ``(num_worlds, max_bodies)``."""
-
-    alive: wp.array2d[wp.int32]
-    generation: wp.array2d[wp.int32]
-    shape: wp.array2d[wp.int32]
-    size: wp.array2d[wp.vec3]
-    position: wp.array2d[wp.vec3]
-    rotation: wp.array2d[wp.quat]
-    linear_velocity: wp.array2d[wp.vec3]
-    angular_velocity: wp.array2d[wp.vec3]
-    mass: wp.array2d[wp.float32]
-    inv_inertia: wp.array2d[wp.mat33]
-    response: wp.array2d[wp.int32]
-    friction: wp.array2d[wp.float32]
-    restitution: wp.array2d[wp.float32]
-    force: wp.array2d[wp.vec3]
-    torque: wp.array2d[wp.vec3]
-    prev_position: wp.array2d[wp.vec3]
-    prev_rotation: wp.array2d[wp.quat]
-    locked_by: wp.array2d[wp.int32]
-    sweep_order: wp.array2d[wp.int32]
+# The columns of the ``body`` archetype that ``place_body`` writes, whole tables ``(num_worlds, max_bodies)``.
+# An ``ecs.bundle``: a system may take it as one parameter (``body_out: BodyColumns``) bound by the engine.
+BodyColumns = ecs.bundle(
+    "BodyColumns",
+    [
+        "alive",
+        "generation",
+        ("shape", wp.int32),
+        ("size", wp.vec3),
+        ("position", wp.vec3),
+        ("rotation", wp.quat),
+        ("linear_velocity", wp.vec3),
+        ("angular_velocity", wp.vec3),
+        ("mass", wp.float32),
+        ("inv_inertia", wp.mat33),
+        ("response", wp.int32),
+        ("friction", wp.float32),
+        ("restitution", wp.float32),
+        ("force", wp.vec3),
+        ("torque", wp.vec3),
+        ("prev_position", wp.vec3),
+        ("prev_rotation", wp.quat),
+        ("locked_by", wp.int32),
+        ("sweep_order", wp.int32),
+    ],
+)
 
 
 @wp.func
