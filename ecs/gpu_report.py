@@ -11,6 +11,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
+| ``envs`` | ``python -m ecs bench`` of every registered env at 1k and 16k worlds |
 | ``registers`` | registers, local memory and max threads per block of the hide-and-seek kernels, read from the CUDA driver |
 | ``policy_step`` | a captured policy forward plus step (``ecs.adapters.PolicyStep``) against the two done separately |
 | ``dist`` | ``python -m ecs dist-bench cartpole`` as one rank |
@@ -33,7 +34,7 @@ import sys
 import time
 from typing import Any
 
-STAGES = ("device", "identity", "hide_and_seek", "cartpole", "registers", "policy_step", "dist", "tests")
+STAGES = ("device", "identity", "hide_and_seek", "cartpole", "envs", "registers", "policy_step", "dist", "tests")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -258,6 +259,38 @@ def stage_cartpole(args: argparse.Namespace) -> dict:
     return out
 
 
+def stage_envs(args: argparse.Namespace) -> dict:
+    import importlib
+
+    names = importlib.import_module("envs").names()
+    counts, steps = ([8], "10") if args.quick else ([1024, 16384], "100")
+    py = sys.executable
+    return {
+        name: [
+            _run(
+                [
+                    py,
+                    "-m",
+                    "ecs",
+                    "bench",
+                    name,
+                    "--device",
+                    args.device,
+                    "--num-worlds",
+                    str(n),
+                    "--steps",
+                    steps,
+                    "--repeats",
+                    "3",
+                ],
+                120,
+            )
+            for n in counts
+        ]
+        for name in names
+    }
+
+
 def stage_registers(args: argparse.Namespace) -> dict:
     """Per kernel: registers, local (spill) bytes, max threads per block, from cuFuncGetAttribute."""
     if not args.device.startswith("cuda"):
@@ -379,6 +412,12 @@ def _write(out: str, report: dict) -> None:
             ]
         elif entry["status"] != "ok":
             lines += ["", "```", str(entry.get("error", ""))[-1500:], "```"]
+        elif name == "envs":
+            lines += ["", "| env | run | output |", "|---|---|---|"]
+            for env_name, runs in result.items():
+                for r in runs:
+                    rate = next((ln for ln in str(r.get("tail", "")).splitlines() if "world-steps/s (" in ln), "")
+                    lines.append(f"| {env_name} | exit {r.get('rc')} | {rate or 'see report.json'} |")
         elif name in ("cartpole", "dist"):
             runs = [*result.get("bench", []), *([result["suite"]] if "suite" in result else [])] or [result]
             for r in runs:
@@ -452,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
             report = json.load(f)
         wanted = [s for s in wanted if report["stages"].get(s, {}).get("status") != "ok"]
     deadline = time.perf_counter() + args.budget_s
-    limits = {"tests": 300, "cartpole": 300, "hide_and_seek": 240}
+    limits = {"tests": 300, "cartpole": 300, "hide_and_seek": 240, "envs": 240}
     for name in wanted:
         left = deadline - time.perf_counter()
         if left < 10:
