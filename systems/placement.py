@@ -52,30 +52,29 @@ wp.set_module_options({"enable_backward": False})
 
 # The columns of the ``body`` archetype that ``place_body`` writes, whole tables ``(num_worlds, max_bodies)``.
 # An ``ecs.bundle``: a system may take it as one parameter (``body_out: BodyColumns``) bound by the engine.
-BodyColumns = ecs.bundle(
-    "BodyColumns",
-    [
-        "alive",
-        "generation",
-        ("shape", wp.int32),
-        ("size", wp.vec3),
-        ("position", wp.vec3),
-        ("rotation", wp.quat),
-        ("linear_velocity", wp.vec3),
-        ("angular_velocity", wp.vec3),
-        ("mass", wp.float32),
-        ("inv_inertia", wp.mat33),
-        ("response", wp.int32),
-        ("friction", wp.float32),
-        ("restitution", wp.float32),
-        ("force", wp.vec3),
-        ("torque", wp.vec3),
-        ("prev_position", wp.vec3),
-        ("prev_rotation", wp.quat),
-        ("locked_by", wp.int32),
-        ("sweep_order", wp.int32),
-    ],
-)
+# Column specs of BodyColumns, for envs whose own bundles add columns to them.
+PLACED_COLUMNS = [
+    "alive",
+    "generation",
+    ("shape", wp.int32),
+    ("size", wp.vec3),
+    ("position", wp.vec3),
+    ("rotation", wp.quat),
+    ("linear_velocity", wp.vec3),
+    ("angular_velocity", wp.vec3),
+    ("mass", wp.float32),
+    ("inv_inertia", wp.mat33),
+    ("response", wp.int32),
+    ("friction", wp.float32),
+    ("restitution", wp.float32),
+    ("force", wp.vec3),
+    ("torque", wp.vec3),
+    ("prev_position", wp.vec3),
+    ("prev_rotation", wp.quat),
+    ("locked_by", wp.int32),
+    ("sweep_order", wp.int32),
+]
+BodyColumns = ecs.bundle("BodyColumns", PLACED_COLUMNS)
 
 
 @wp.func

@@ -16,7 +16,7 @@ from systems.collision import shape_extent
 from systems.geometry import BOX, PLANE, SPHERE, WEDGE
 from systems.grab import GrabJoints, hold
 from systems.locking import try_lock, try_unlock
-from systems.placement import BodyColumns, place_body
+from systems.placement import PLACED_COLUMNS, BodyColumns, place_body
 from systems.raycast import sees
 from systems.rigid_body import DYNAMIC, KINEMATIC, STATIC
 
@@ -66,31 +66,7 @@ _TEAM_ATTEMPTS = wp.constant(8)
 
 
 # The body columns a reset writes, one parameter (``body_out``) bound by the engine.
-Bodies = ecs.bundle(
-    "Bodies",
-    [
-        "alive",
-        "generation",
-        ("kind", wp.int32),
-        ("shape", wp.int32),
-        ("size", wp.vec3),
-        ("position", wp.vec3),
-        ("rotation", wp.quat),
-        ("linear_velocity", wp.vec3),
-        ("angular_velocity", wp.vec3),
-        ("mass", wp.float32),
-        ("inv_inertia", wp.mat33),
-        ("response", wp.int32),
-        ("friction", wp.float32),
-        ("restitution", wp.float32),
-        ("force", wp.vec3),
-        ("torque", wp.vec3),
-        ("prev_position", wp.vec3),
-        ("prev_rotation", wp.quat),
-        ("locked_by", wp.int32),
-        ("sweep_order", wp.int32),
-    ],
-)
+Bodies = ecs.bundle("Bodies", [*PLACED_COLUMNS, ("kind", wp.int32)])
 # The agent columns a reset writes.
 AgentSlotsReset = ecs.bundle(
     "AgentSlotsReset",
