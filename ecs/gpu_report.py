@@ -130,14 +130,17 @@ def stage_identity(args: argparse.Namespace) -> dict:
         ("hide_and_seek", 4 if args.quick else 256, {"max_episode_steps": 12 if args.quick else 40}),
     ):
         digests = []
-        for _ in range(2):
+        for attempt in range(2):
+            t0 = time.perf_counter()
             sim = _sim(env_name, worlds, args.device, seed=3, **extra)
+            _say(f"identity {env_name} run {attempt}: built {worlds} worlds in {time.perf_counter() - t0:.1f} s")
             gen = torch.Generator().manual_seed(7)
             for _ in range(steps):
                 for key, value in _random_actions(sim, gen).items():
                     sim.actions[key].copy_(value)
                 sim.step()
             arrays = sim.state_dict()["arrays"]
+            _say(f"identity {env_name} run {attempt}: {steps} steps done after {time.perf_counter() - t0:.1f} s")
             digests.append({k: hashlib.sha256(v.tobytes()).hexdigest() for k, v in arrays.items()})
             episodes = int(arrays["singleton/episode"].sum())
         differ = sorted(k for k in digests[0] if digests[0][k] != digests[1][k])
@@ -159,11 +162,14 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
     rows = []
     for wide in (True, False):
         for n in counts:
+            t0 = time.perf_counter()
             try:
                 sim = _sim("hide_and_seek", n, args.device, wide_sensors=wide)
             except Exception as e:  # e.g. out of memory at the largest counts
                 rows.append({"num_worlds": n, "wide_sensors": wide, "error": f"{type(e).__name__}: {e}"[:300]})
+                _say(f"hide_and_seek {n} worlds wide={wide}: {rows[-1]['error']}")
                 continue
+            _say(f"hide_and_seek {n} worlds wide={wide}: built in {time.perf_counter() - t0:.1f} s")
             gen = torch.Generator().manual_seed(1)
             for key, value in _random_actions(sim, gen).items():
                 sim.actions[key].copy_(value)
@@ -173,6 +179,9 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
             rows.append(
                 {"num_worlds": n, "wide_sensors": wide, "env_steps_per_s": n / per_step, "us_per_step": per_step * 1e6}
             )
+            _say(
+                f"hide_and_seek {n} worlds wide={wide}: {n / per_step:,.0f} env steps/s ({per_step * 1e6:.1f} us/step)"
+            )
             del sim
     profile_worlds = counts[-1] if args.quick else 16384
     sim = _sim("hide_and_seek", profile_worlds, args.device)
@@ -181,14 +190,52 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
 
 
 def _run(cmd: list[str], timeout: float) -> dict:
+    """Runs a command with its output appended live to the stage's log (kept when a stage times out)."""
+    log = os.environ.get("ECS_GPU_REPORT_LOG")
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=dict(os.environ))
-    return {
-        "cmd": " ".join(cmd),
-        "rc": p.returncode,
-        "seconds": time.perf_counter() - t0,
-        "tail": (p.stdout + p.stderr)[-3000:],
-    }
+    with open(log or os.devnull, "a") as f:
+        f.write(f"\n$ {' '.join(cmd)}\n")
+        f.flush()
+        start = f.tell()
+        rc = _run_group(cmd, f, timeout, group=False)
+        rc = "timed out" if rc is None else rc
+    tail = _tail(log, 3000, start) if log else ""
+    return {"cmd": " ".join(cmd), "rc": rc, "seconds": time.perf_counter() - t0, "tail": tail}
+
+
+def _run_group(cmd: list[str], log, timeout: float, env: dict | None = None, group: bool = True) -> int | None:
+    """Runs ``cmd`` with output to ``log``; on timeout kills it and returns None. With ``group`` it runs
+    in its own process group and the whole group is killed (a stage and the benchmarks it started, so
+    none keeps the GPU busy)."""
+    import signal
+
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=group)
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        if group:
+            os.killpg(p.pid, signal.SIGKILL)
+        else:
+            p.kill()
+        p.wait()
+        return None
+
+
+def _tail(path: str, chars: int, start: int = 0) -> str:
+    """The last ``chars`` characters of a log from byte ``start``, progress-bar redraws dropped."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [ln.rsplit("\r", 1)[-1] for ln in text.splitlines()]
+    return "\n".join(ln for ln in lines if ln.strip())[-chars:]
+
+
+def _say(*parts: Any) -> None:
+    """A timestamped progress line in the stage's log, so a stage that runs out of time shows how far it got."""
+    print(f"[{time.strftime('%H:%M:%S')}]", *parts, flush=True)
 
 
 def stage_cartpole(args: argparse.Namespace) -> dict:
@@ -476,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
         args.device = "cuda:0" if wp.is_cuda_available() else "cpu"
     os.makedirs(args.out, exist_ok=True)
     if args.stage:  # child process: one stage, result to OUT/stage_<name>.json
+        import faulthandler
+
+        faulthandler.dump_traceback_later(45, repeat=True)  # where a slow or hung stage spends its time, in its log
         result = globals()[f"stage_{args.stage}"](args)
         with open(os.path.join(args.out, f"stage_{args.stage}.json"), "w") as f:
             json.dump(result, f, default=str)
@@ -499,15 +549,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         cmd = [sys.executable, "-m", "ecs.gpu_report", "--out", args.out, "--device", args.device, "--stage", name]
         cmd += ["--quick"] * args.quick + ["--force-tests"] * args.force_tests
+        log = os.path.join(args.out, "logs", f"{name}.log")
+        os.makedirs(os.path.dirname(log), exist_ok=True)
         t0 = time.perf_counter()
         print(f"gpu-report: {name} ...", file=sys.stderr, flush=True)
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=min(left, limits.get(name, 120)), cwd=ROOT)
-            status, error = (
-                ("ok", None) if p.returncode == 0 else (f"failed (exit {p.returncode})", (p.stdout + p.stderr)[-3000:])
-            )
-        except subprocess.TimeoutExpired as e:
-            status, error = "timed out", str(e.stdout or "")[-1500:] + str(e.stderr or "")[-1500:]
+        env = dict(os.environ, ECS_GPU_REPORT_LOG=log, PYTHONUNBUFFERED="1")
+        open(log, "w").close()
+        with open(log, "a") as f:  # append mode: the stage's own child commands write into the same log
+            rc = _run_group(cmd, f, min(left, limits.get(name, 120)), env)
+        status = {0: "ok", None: "timed out"}.get(rc, f"failed (exit {rc})")
+        error = None if status == "ok" else _tail(log, 3000)
         entry: dict[str, Any] = {"status": status, "seconds": time.perf_counter() - t0}
         stage_file = os.path.join(args.out, f"stage_{name}.json")
         if status == "ok" and os.path.exists(stage_file):
