@@ -55,7 +55,10 @@ class PolicyStep:
         torch.cuda.current_stream(sim.device).wait_stream(stream)
         self._graph = torch.cuda.CUDAGraph()
         wp_stream = wp.stream_from_torch(stream)
-        with torch.cuda.graph(self._graph, stream=stream), wp.ScopedStream(wp_stream):
+        # Enter Warp's stream before torch begins the capture: ScopedStream makes the new stream wait
+        # on the old one, and that wait inside a capture invalidates it (seen on an H100: the policy's
+        # first cuBLAS call then failed with cudaErrorStreamCaptureInvalidated).
+        with wp.ScopedStream(wp_stream), torch.cuda.graph(self._graph, stream=stream):
             self._write_actions(torch.no_grad)
             with wp.ScopedCapture(device=sim.device, stream=wp_stream, external=True):
                 sim._record_step()

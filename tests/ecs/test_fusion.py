@@ -11,11 +11,11 @@ from ecs.fusion import CPU_BLOCK
 
 
 def _snapshot(sim: ecs.BatchSim) -> dict[str, np.ndarray]:
-    out = {f"obs/{k}": v.clone().numpy() for k, v in sim.obs.items()}
-    out.update({f"final/{k}": v.clone().numpy() for k, v in sim.final_obs.items()})
-    out["rewards"] = sim.rewards.clone().numpy()
-    out["terminated"] = sim.terminated.clone().numpy()
-    out["truncated"] = sim.truncated.clone().numpy()
+    out = {f"obs/{k}": v.cpu().clone().numpy() for k, v in sim.obs.items()}
+    out.update({f"final/{k}": v.cpu().clone().numpy() for k, v in sim.final_obs.items()})
+    out["rewards"] = sim.rewards.cpu().clone().numpy()
+    out["terminated"] = sim.terminated.cpu().clone().numpy()
+    out["truncated"] = sim.truncated.cpu().clone().numpy()
     out.update({f"state/{k}": v for k, v in sim.state_dict()["arrays"].items() if k != "singleton/reset"})
     return out
 

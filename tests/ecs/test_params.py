@@ -12,7 +12,7 @@ def _run(sim: ecs.BatchSim, steps: int) -> np.ndarray:
     sim.actions["push"].fill_(1)
     for _ in range(steps):
         sim.step()
-    return sim.tensor("world", "cart_velocity").clone().numpy()
+    return sim.tensor("world", "cart_velocity").cpu().clone().numpy()
 
 
 def test_per_world_force_changes_only_its_world(device):
