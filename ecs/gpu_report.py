@@ -74,19 +74,33 @@ def _random_actions(sim, gen) -> dict:
     return out
 
 
-def _timed(fn, steps: int, repeats: int, device: str) -> float:
-    """Median seconds per call of ``fn`` over ``repeats`` windows of ``steps`` calls."""
+def _timed(fn, steps: int, repeats: int, device: str, window_s: float | None = None) -> float:
+    """Median seconds per call of ``fn`` over ``repeats`` windows of ``steps`` calls. With ``window_s``
+    a window ends after ``steps`` calls or once ``window_s`` seconds have passed (at least one call),
+    so a slow configuration costs seconds, not minutes."""
     import warp as wp
 
     times = []
     for _ in range(repeats):
         wp.synchronize_device(device)
         t0 = time.perf_counter()
-        for _ in range(steps):
+        done = 0
+        while done < steps:
             fn()
+            done += 1
+            if window_s is not None and done % 4 == 0:
+                wp.synchronize_device(device)
+                if time.perf_counter() - t0 >= window_s:
+                    break
         wp.synchronize_device(device)
-        times.append((time.perf_counter() - t0) / steps)
+        times.append((time.perf_counter() - t0) / done)
     return statistics.median(times)
+
+
+def _partial(args: argparse.Namespace, result: dict) -> None:
+    """Writes a stage's result so far; the orchestrator keeps it if the stage runs out of time."""
+    with open(os.path.join(args.out, f"stage_{args.stage}.json"), "w") as f:
+        json.dump(result, f, default=str)
 
 
 def stage_device(args: argparse.Namespace) -> dict:
@@ -158,8 +172,16 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
     import torch
 
     counts = [4, 16] if args.quick else [1024, 4096, 16384, 65536, 262144]
-    steps, repeats = (5, 3) if args.quick else (50, 5)
-    rows = []
+    steps, repeats, window = (5, 3, None) if args.quick else (50, 3, 1.0)
+    profile_worlds = counts[-1] if args.quick else 16384
+    result: dict[str, Any] = {"throughput": [], "profile_num_worlds": profile_worlds}
+    t0 = time.perf_counter()
+    sim = _sim("hide_and_seek", profile_worlds, args.device)
+    result["profile"] = str(sim.profile(5 if args.quick else 10))
+    _say(f"hide_and_seek profile at {profile_worlds} worlds in {time.perf_counter() - t0:.1f} s")
+    _partial(args, result)
+    del sim
+    rows = result["throughput"]
     for wide in (True, False):
         for n in counts:
             t0 = time.perf_counter()
@@ -175,18 +197,16 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
                 sim.actions[key].copy_(value)
             for _ in range(3):
                 sim.step()
-            per_step = _timed(sim.step, steps, repeats, args.device)
+            per_step = _timed(sim.step, steps, repeats, args.device, window)
             rows.append(
                 {"num_worlds": n, "wide_sensors": wide, "env_steps_per_s": n / per_step, "us_per_step": per_step * 1e6}
             )
             _say(
                 f"hide_and_seek {n} worlds wide={wide}: {n / per_step:,.0f} env steps/s ({per_step * 1e6:.1f} us/step)"
             )
+            _partial(args, result)
             del sim
-    profile_worlds = counts[-1] if args.quick else 16384
-    sim = _sim("hide_and_seek", profile_worlds, args.device)
-    prof = sim.profile(5 if args.quick else 50)
-    return {"throughput": rows, "profile_num_worlds": profile_worlds, "profile": str(prof)}
+    return result
 
 
 def _run(cmd: list[str], timeout: float) -> dict:
@@ -298,6 +318,14 @@ def stage_cartpole(args: argparse.Namespace) -> dict:
             "engine-fused-run",
             "--plots",
             args.out,
+            # Short windows: the full N sweep at the defaults took ~7 s per N on an H100, and the
+            # bandwidth row, which comes last, never ran.
+            "--window",
+            "0.03",
+            "--repeats",
+            "3",
+            "--cell-cap",
+            "1",
         ]
     out["suite"] = _run(suite, 60 if args.quick else 240)
     if os.path.exists(suite_json):
@@ -422,11 +450,38 @@ def stage_dist(args: argparse.Namespace) -> dict:
 def stage_tests(args: argparse.Namespace) -> dict:
     if not args.device.startswith("cuda") and not args.force_tests:
         return {"skipped": "the CUDA test cases need a GPU (pass --force-tests to run the selection on CPU)"}
+    xml = os.path.join(args.out, "tests.xml")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cuda", "--timeout", "240"]
-    cmd += ["--continue-on-collection-errors", "-rfE"]  # the GPU image lacks some test extras: skip what cannot import
+    cmd += ["--continue-on-collection-errors", "-rfE", f"--junitxml={xml}"]  # the GPU image lacks some test extras
     if args.quick:
         cmd += ["tests/test_gpu_report.py", "--co"]
-    return _run(cmd, 300)
+    out = _run(cmd, 300)
+    out.update(_junit_failures(xml))
+    return out
+
+
+def _junit_failures(path: str) -> dict:
+    """Counts and each failing test's id and message from pytest's JUnit XML (written when pytest ends)."""
+    import xml.etree.ElementTree as ET
+
+    if not os.path.exists(path):
+        return {"junit": "no JUnit XML (pytest did not finish)"}
+    cases = ET.parse(path).getroot().iter("testcase")
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    failures = []
+    for case in cases:
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        if bad is not None:
+            counts["failed"] += 1
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            failures.append({"test": name, "message": (bad.get("message") or "")[:500]})
+        elif case.find("skipped") is not None:
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return {"counts": counts, "failures": failures}
 
 
 # -- orchestration -------------------------------------------------------------------------------
@@ -457,6 +512,9 @@ def _write(out: str, report: dict) -> None:
                 f"- {env}: identical={r['identical']} ({r['num_worlds']} worlds, {r['steps']} steps)"
                 for env, r in result.items()
             ]
+        elif name == "tests" and "counts" in result:
+            lines.append(f"- {result['counts']}")
+            lines += [f"- FAILED `{f['test']}`: {f['message'][:300]}" for f in result["failures"]]
         elif entry["status"] != "ok":
             lines += ["", "```", str(entry.get("error", ""))[-1500:], "```"]
         elif name == "envs":
@@ -561,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
         error = None if status == "ok" else _tail(log, 3000)
         entry: dict[str, Any] = {"status": status, "seconds": time.perf_counter() - t0}
         stage_file = os.path.join(args.out, f"stage_{name}.json")
-        if status == "ok" and os.path.exists(stage_file):
+        if os.path.exists(stage_file):  # a stage that ran out of time keeps what it wrote with _partial
             with open(stage_file) as f:
                 entry["result"] = json.load(f)
             os.unlink(stage_file)

@@ -56,3 +56,30 @@ def test_a_failing_stage_is_recorded_and_the_run_goes_on(tmp_path):
     assert "## identity: failed" in (out / "report.md").read_text()
     bad = gpu_report("--out", str(out), "--stages", "device,speed")
     assert bad.returncode != 0 and "unknown stage(s) ['speed']" in bad.stderr
+
+
+def test_stage_logs_and_junit_failures_reach_the_report(tmp_path):
+    """Each stage's output lands in OUT/logs/NAME.log (kept when a stage runs out of time), and the
+    tests stage lists every failing test with its message from pytest's JUnit XML."""
+    from ecs.gpu_report import _junit_failures
+
+    out = tmp_path / "report"
+    p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", "identity,dist")
+    assert p.returncode == 0, p.stderr
+    assert "identity cartpole run 1: 30 steps done" in (out / "logs" / "identity.log").read_text()
+    assert "world-steps/s" in (out / "logs" / "dist.log").read_text()  # a child command's output, live
+    xml = tmp_path / "t.xml"
+    xml.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.a" name="test_ok[cuda:0]"/>'
+        '<testcase classname="tests.a" name="test_bad[cuda:0]"><failure message="TypeError: can\'t convert cuda:0"/>'
+        "</testcase>"
+        '<testcase classname="tests.b" name="test_err"><error message="fixture blew up"/></testcase>'
+        '<testcase classname="tests.b" name="test_skip"><skipped message="no mujoco"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    got = _junit_failures(str(xml))
+    assert got["counts"] == {"passed": 1, "failed": 2, "skipped": 1}
+    assert [f["test"] for f in got["failures"]] == ["tests.a::test_bad[cuda:0]", "tests.b::test_err"]
+    assert "can't convert" in got["failures"][0]["message"]
+    assert "did not finish" in _junit_failures(str(tmp_path / "missing.xml"))["junit"]
