@@ -76,24 +76,24 @@ def _random_actions(sim, gen) -> dict:
 
 def _timed(fn, steps: int, repeats: int, device: str, window_s: float | None = None) -> float:
     """Median seconds per call of ``fn`` over ``repeats`` windows of ``steps`` calls. With ``window_s``
-    a window ends after ``steps`` calls or once ``window_s`` seconds have passed (at least one call),
-    so a slow configuration costs seconds, not minutes."""
+    a window holds fewer calls where one call, timed first, says ``steps`` would take longer than
+    ``window_s`` seconds (at least one), so a slow configuration costs seconds, not minutes."""
     import warp as wp
 
+    if window_s is not None:
+        wp.synchronize_device(device)
+        t0 = time.perf_counter()
+        fn()
+        wp.synchronize_device(device)
+        steps = max(1, min(steps, int(window_s / max(time.perf_counter() - t0, 1e-9))))
     times = []
     for _ in range(repeats):
         wp.synchronize_device(device)
         t0 = time.perf_counter()
-        done = 0
-        while done < steps:
+        for _ in range(steps):
             fn()
-            done += 1
-            if window_s is not None and done % 4 == 0:
-                wp.synchronize_device(device)
-                if time.perf_counter() - t0 >= window_s:
-                    break
         wp.synchronize_device(device)
-        times.append((time.perf_counter() - t0) / done)
+        times.append((time.perf_counter() - t0) / steps)
     return statistics.median(times)
 
 
@@ -211,15 +211,22 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
 
 def _run(cmd: list[str], timeout: float) -> dict:
     """Runs a command with its output appended live to the stage's log (kept when a stage times out)."""
-    log = os.environ.get("ECS_GPU_REPORT_LOG")
+    import tempfile
+
+    log, scratch = os.environ.get("ECS_GPU_REPORT_LOG"), None
+    if log is None:  # a stage run on its own, outside the orchestrator: a scratch log for the tail
+        fd, log = scratch = tempfile.mkstemp(prefix="gpu-report-", suffix=".log")
+        os.close(fd)
     t0 = time.perf_counter()
-    with open(log or os.devnull, "a") as f:
+    with open(log, "a") as f:
         f.write(f"\n$ {' '.join(cmd)}\n")
         f.flush()
         start = f.tell()
         rc = _run_group(cmd, f, timeout, group=False)
         rc = "timed out" if rc is None else rc
-    tail = _tail(log, 3000, start) if log else ""
+    tail = _tail(log, 3000, start)
+    if scratch:
+        os.unlink(log)
     return {"cmd": " ".join(cmd), "rc": rc, "seconds": time.perf_counter() - t0, "tail": tail}
 
 
@@ -584,9 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         import faulthandler
 
         faulthandler.dump_traceback_later(45, repeat=True)  # where a slow or hung stage spends its time, in its log
-        result = globals()[f"stage_{args.stage}"](args)
-        with open(os.path.join(args.out, f"stage_{args.stage}.json"), "w") as f:
-            json.dump(result, f, default=str)
+        _partial(args, globals()[f"stage_{args.stage}"](args))
         return 0
     wanted = [s.strip() for s in args.stages.split(",") if s.strip()]
     unknown = sorted(set(wanted) - set(STAGES))
@@ -612,13 +617,15 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         print(f"gpu-report: {name} ...", file=sys.stderr, flush=True)
         env = dict(os.environ, ECS_GPU_REPORT_LOG=log, PYTHONUNBUFFERED="1")
+        stage_file = os.path.join(args.out, f"stage_{name}.json")
+        if os.path.exists(stage_file):  # left by a killed run: not this run's result
+            os.unlink(stage_file)
         open(log, "w").close()
         with open(log, "a") as f:  # append mode: the stage's own child commands write into the same log
             rc = _run_group(cmd, f, min(left, limits.get(name, 120)), env)
         status = {0: "ok", None: "timed out"}.get(rc, f"failed (exit {rc})")
         error = None if status == "ok" else _tail(log, 3000)
         entry: dict[str, Any] = {"status": status, "seconds": time.perf_counter() - t0}
-        stage_file = os.path.join(args.out, f"stage_{name}.json")
         if os.path.exists(stage_file):  # a stage that ran out of time keeps what it wrote with _partial
             with open(stage_file) as f:
                 entry["result"] = json.load(f)
