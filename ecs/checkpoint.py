@@ -16,18 +16,24 @@ target removes it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import json
+import math
 import os
 import tempfile
 import zipfile
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import warp as wp
 
 from .errors import StateDictError
-from .schema import Component
+from .schema import Component, dtype_shape, scalar_type
+
+if TYPE_CHECKING:
+    from .storage import Storage
 
 _FLOAT_KINDS = "fc"
 
@@ -179,3 +185,86 @@ def load_state(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise StateDictError(f"{path!r} is not a saved BatchSim state (its metadata is not a mapping)")
     return {**meta, "arrays": arrays}
+
+
+# -- the state of a simulation ---------------------------------------------------------------------
+
+STATE_FORMAT_VERSION = 1
+
+
+def config_dict(cfg: Any) -> Any:
+    """An env config as plain data (a dataclass as a dict; NaN as "nan", so equal configs compare equal)."""
+    if dataclasses.is_dataclass(cfg):
+        return {k: _plain(v) for k, v in dataclasses.asdict(cfg).items()}
+    return cfg
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    return v
+
+
+def state_of(storage: Storage, *, seed: int, world_offset: int) -> dict[str, Any]:
+    """``sim.state_dict()``: every state array as numpy, with what it must be loaded into."""
+    return {
+        "format_version": STATE_FORMAT_VERSION,
+        "env": storage.env.name,
+        "config": config_dict(storage.env.config),
+        "num_worlds": storage.num_worlds,
+        "seed": seed,
+        "world_offset": world_offset,
+        "arrays": {k: v.numpy().copy() for k, v in storage.state_arrays().items()},
+    }
+
+
+def restore(storage: Storage, state: Mapping[str, Any]) -> tuple[int, int]:
+    """Writes a checked ``state_dict()`` into ``storage``; returns its (seed, world offset).
+
+    Everything is checked before anything is written, so a refused state changes nothing.
+    """
+    env, num_worlds = storage.env, storage.num_worlds
+    if not isinstance(state, Mapping) or "arrays" not in state:
+        raise StateDictError("not a BatchSim state dict: expected a mapping with 'arrays' (from sim.state_dict())")
+    if state.get("format_version") != STATE_FORMAT_VERSION:
+        raise StateDictError(
+            f"state dict format version {state.get('format_version')!r} is not supported; this engine reads "
+            f"version {STATE_FORMAT_VERSION}"
+        )
+    for field, mine in (("env", env.name), ("num_worlds", num_worlds)):
+        if state.get(field) != mine:
+            raise StateDictError(
+                f"state dict is for {field}={state.get(field)!r}, this simulation has {field}={mine!r}"
+            )
+    if state.get("config") != config_dict(env.config):
+        raise StateDictError(
+            "state dict was saved with a different env config; build the BatchSim with the same config "
+            f"(saved: {state.get('config')!r})"
+        )
+    seed, world_offset = state.get("seed"), state.get("world_offset")
+    for label, value in (("seed", seed), ("world_offset", world_offset)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**31:
+            raise StateDictError(f"state dict {label} must be an int in [0, 2**31), got {value!r}")
+    if world_offset + num_worlds > 2**31:
+        raise StateDictError(f"state dict world_offset {world_offset} + num_worlds exceeds 2**31 global worlds")
+    arrays, mine = state["arrays"], storage.state_arrays()
+    missing, extra = sorted(set(mine) - set(arrays)), sorted(set(arrays) - set(mine))
+    if missing or extra:
+        raise StateDictError(f"state dict arrays do not match: missing {missing}, unexpected {extra}")
+    for k, arr in mine.items():
+        v = np.asarray(arrays[k])
+        shape = tuple(arr.shape) + dtype_shape(arr.dtype)
+        dtype = np.dtype(wp.dtype_to_numpy(scalar_type(arr.dtype)))
+        if v.shape != shape or v.dtype != dtype:
+            raise StateDictError(f"state dict array {k!r} is {v.dtype}{v.shape}, expected {dtype}{shape}")
+    capacities = {a.name: a.capacity for a in env.archetypes}
+    check_values({k: np.asarray(arrays[k]) for k in mine}, components=storage.components(), capacities=capacities)
+    for k, arr in mine.items():
+        arr.assign(np.asarray(arrays[k]))
+    # The captured reset reads seed and world offset from device arrays: update those too, or
+    # the next episode would draw from this simulation's construction seed.
+    storage.seed.assign(np.array([seed], dtype=np.int32))
+    storage.world_offset.assign(np.array([world_offset], dtype=np.int32))
+    return int(seed), int(world_offset)

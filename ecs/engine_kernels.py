@@ -1,12 +1,24 @@
 """The engine's own kernels: episode bookkeeping, the validity gate, and the reset entry point.
 
-Generated per environment (they depend on its actions and observations): action validation and
-the masked copy into ``final_obs``; see ``sim.py``.
+The rules of an episode (``next_step``, ``end_step``, ``next_episode``) are device functions that
+both these kernels and the fused step (``ecs.fusion``) call, so they are written once. Generated
+per environment, because they depend on its actions and observations: action validation, the
+copy of a run's staged actions into ``sim.actions``, and the masked copy into ``final_obs``
+(``generate``).
 """
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
+from .codegen import build_kernel, type_expr
 from .funcs import episode_rng
+
+if TYPE_CHECKING:
+    from .storage import Storage
 
 wp.set_module_options({"enable_backward": False})
 
@@ -27,18 +39,44 @@ def gate_step(
     any_done_out[0] = 0
 
 
+# -- the rules of an episode, one home for the unfused kernels and the fused step -------------
+
+
+@wp.func
+def next_step(horizon: wp.int32, episode_step: wp.int32):
+    """A step begins: the episode's step count, and whether the time limit truncates it (not terminated yet)."""
+    step = episode_step + 1
+    return step, horizon > 0 and step >= horizon
+
+
+@wp.func
+def end_step(terminated: bool, truncated: bool):
+    """A step ends: terminated wins over truncated; an ended world is flagged (1) for the same-step reset."""
+    return truncated and not terminated, wp.where(terminated or truncated, 1, 0)
+
+
+@wp.func
+def next_episode(seed: wp.int32, global_world: wp.int32, episode: wp.int32):
+    """An episode begins: its number, and the RNG state drawn from (seed, global world, episode)."""
+    number = episode + 1
+    return number, episode_rng(seed, global_world, number)
+
+
 @wp.kernel
 def begin_step(
     horizon: wp.int32,
     world_episode_step_out: wp.array(dtype=wp.int32),
+    world_reward_out: wp.array2d(dtype=wp.float32),
     world_terminated_out: wp.array(dtype=wp.bool),
     world_truncated_out: wp.array(dtype=wp.bool),
 ):
     world = wp.tid()
-    step = world_episode_step_out[world] + 1
+    step, truncated = next_step(horizon, world_episode_step_out[world])
     world_episode_step_out[world] = step
+    for a in range(world_reward_out.shape[1]):
+        world_reward_out[world, a] = 0.0
     world_terminated_out[world] = False
-    world_truncated_out[world] = horizon > 0 and step >= horizon
+    world_truncated_out[world] = truncated
 
 
 @wp.kernel
@@ -48,39 +86,19 @@ def finish_step(
     world_reset_out: wp.array(dtype=wp.int32),
     any_done_out: wp.array(dtype=wp.int32),
 ):
-    """Terminated wins over truncated; ended worlds are flagged for the same-step reset."""
+    """Ended worlds are flagged for the same-step reset, and any_done tells the graph to run it."""
     world = wp.tid()
-    done = world_terminated_in[world]
-    if done:
-        world_truncated_out[world] = False
-    else:
-        done = world_truncated_out[world]
-    if done:
-        world_reset_out[world] = 1
+    truncated, reset = end_step(world_terminated_in[world], world_truncated_out[world])
+    world_truncated_out[world] = truncated
+    world_reset_out[world] = reset
+    if reset != 0:
         any_done_out[0] = 1
-    else:
-        world_reset_out[world] = 0
 
 
 @wp.kernel
 def request_reset(request_in: wp.array(dtype=wp.int32), world_reset_out: wp.array(dtype=wp.int32)):
     world = wp.tid()
     world_reset_out[world] = wp.where(request_in[world] != 0, 1, 0)
-
-
-@wp.func
-def _begin_episode(
-    world: int,
-    seed_in: wp.array(dtype=wp.int32),
-    world_offset_in: wp.array(dtype=wp.int32),
-    world_episode_out: wp.array(dtype=wp.int32),
-    world_episode_step_out: wp.array(dtype=wp.int32),
-    world_rng_out: wp.array(dtype=wp.uint32),
-):
-    episode = world_episode_out[world] + 1
-    world_episode_out[world] = episode
-    world_episode_step_out[world] = 0
-    world_rng_out[world] = episode_rng(seed_in[0], world_offset_in[0] + world, episode)
 
 
 @wp.kernel
@@ -100,7 +118,10 @@ def begin_episode(
     world = wp.tid()
     if world_reset_in[world] == 0:
         return
-    _begin_episode(world, seed_in, world_offset_in, world_episode_out, world_episode_step_out, world_rng_out)
+    episode, rng = next_episode(seed_in[0], world_offset_in[0] + world, world_episode_out[world])
+    world_episode_out[world] = episode
+    world_episode_step_out[world] = 0
+    world_rng_out[world] = rng
     if clear_outputs != 0:
         for a in range(world_reward_out.shape[1]):
             world_reward_out[world, a] = 0.0
@@ -127,3 +148,86 @@ def next_iteration(
     index = index_out[0] + 1
     index_out[0] = index
     cond_out[0] = wp.where(index < steps_in[0], 1, 0)
+
+
+# -- generated per environment -----------------------------------------------------------------
+
+
+@dataclass
+class Generated:
+    """The engine kernels of one environment and the flat views they read.
+
+    Attributes:
+        validate: ``validate_actions(errors, steps, a0, a1, ...)``: counts invalid actions in the
+            first ``steps[0]`` steps of ``(steps, num_worlds, n)`` action arrays, records the first.
+        load_actions: ``load_actions(index, src0, dst0, ...)``: step ``index[0]`` of staged actions
+            into ``sim.actions``.
+        copy_final_obs: ``copy_final_obs(reset, s0, d0, ...)``: observations of ending worlds.
+        action_flat: one ``(1, num_worlds, n)`` view of each action (sorted keys), as validated.
+        action_flat2d: the same as ``(num_worlds, n)``, as loaded into.
+        obs_pairs: ``[s0, d0, s1, d1, ...]``, observation and final observation views.
+    """
+
+    validate: wp.Kernel
+    load_actions: wp.Kernel
+    copy_final_obs: wp.Kernel
+    action_flat: list[wp.array]
+    action_flat2d: list[wp.array]
+    obs_pairs: list[wp.array]
+
+
+def _kernel_source(name: str, params: list[str], body: list[str], head: list[str] = ()) -> str:
+    src = f"def {name}(\n" + "".join(f"    {p},\n" for p in params) + "):\n    world = wp.tid()\n"
+    lines = [*head, *body]
+    return src + ("\n".join(lines) + "\n" if body else "    pass\n")
+
+
+def generate(storage: Storage) -> Generated:
+    """Builds the engine kernels of ``storage``'s environment (cached across simulations of it)."""
+    env, module = storage.env, f"ecs_gen_{storage.env.name}"
+    keys = storage.action_keys
+    ns: dict[str, Any] = {}
+    params, body = ["errors: wp.array(dtype=wp.int32)", "steps: wp.array(dtype=wp.int32)"], []
+    load_params, load_body = ["index: wp.array(dtype=wp.int32)"], []
+    action_flat, action_flat2d = [], []
+    for k_index, key in enumerate(keys):
+        action = env.actions[key]
+        flat = storage.flat(storage.action(key))
+        action_flat2d.append(flat)
+        action_flat.append(wp.array(ptr=flat.ptr, dtype=flat.dtype, shape=(1, *flat.shape), device=flat.device))
+        t = type_expr(flat.dtype, ns)
+        params.append(f"a{k_index}: wp.array(dtype={t}, ndim=3)")
+        load_params += [f"src{k_index}: wp.array(dtype={t}, ndim=3)", f"dst{k_index}: wp.array(dtype={t}, ndim=2)"]
+        load_body += [
+            f"    for i in range(dst{k_index}.shape[1]):",
+            f"        dst{k_index}[world, i] = src{k_index}[index[0], world, i]",
+        ]
+        if action.discrete:
+            bad = f"v{k_index} < {int(action.low)} or v{k_index} > {int(action.high)}"
+        else:
+            bad = f"not wp.isfinite(float(v{k_index}))"
+        body += [
+            "    for it in range(steps[0]):",
+            f"        for i in range(a{k_index}.shape[2]):",
+            # One local per action: Warp refuses to rebind a name to a value of another dtype.
+            f"            v{k_index} = a{k_index}[it, world, i]",
+            f"            if {bad}:",
+            "                wp.atomic_add(errors, 0, 1)",
+            f"                wp.atomic_min(errors, 1, world * {max(1, len(keys))} + {k_index})",
+        ]
+    validate = build_kernel("validate_actions", _kernel_source("validate_actions", params, body), ns, module)
+    load = build_kernel("load_actions", _kernel_source("load_actions", load_params, load_body), ns, module)
+
+    ns = {}
+    params, body, obs_pairs = ["world_reset_in: wp.array(dtype=wp.int32)"], [], []
+    for o_index, key in enumerate(sorted(env.observations)):
+        src_arr = storage.flat(storage.singletons[env.observations[key].component.name])
+        dst_arr = storage.flat(storage.final_obs[key])
+        obs_pairs += [src_arr, dst_arr]
+        t = type_expr(src_arr.dtype, ns)
+        params += [f"s{o_index}: wp.array(dtype={t}, ndim=2)", f"d{o_index}: wp.array(dtype={t}, ndim=2)"]
+        body += [f"    for i in range(s{o_index}.shape[1]):", f"        d{o_index}[world, i] = s{o_index}[world, i]"]
+    gate = ["    if world_reset_in[world] == 0:", "        return"] if body else []
+    source = _kernel_source("copy_final_obs", params, body, gate)
+    final_obs = build_kernel("copy_final_obs", source, ns, module)
+    return Generated(validate, load, final_obs, action_flat, action_flat2d, obs_pairs)

@@ -21,14 +21,15 @@ from typing import Any
 
 import warp as wp
 
+from . import engine_kernels as ek
+from . import program
 from .codegen import build_kernel, type_expr
-from .funcs import episode_rng, per_world
-from .graph import Layout, TaskGraph, func_params
+from .funcs import per_world
+from .graph import Layout, Source, TaskGraph, func_params
+from .program import BEFORE_RESET, IfEnded, Phases, Rule
 from .schema import EnvSpec, Phase
 from .systems import AccessKind, bundle_spec
 
-_BEFORE_RESET = (Phase.ACT, Phase.PHYSICS, Phase.COLLIDE, Phase.REWARD)
-_OBSERVE = (Phase.SENSE, Phase.OBSERVE)
 CPU_BLOCK = 256  # worlds stepped in turn by a CPU thread, K times (see build_fused)
 
 
@@ -37,7 +38,7 @@ class FusedKernel:
     """A generated kernel and what to bind to each of its parameters, in order."""
 
     kernel: wp.Kernel
-    sources: list[tuple[str, tuple]]
+    sources: list[tuple[str, Source]]
     dim: int | None  # launch dimension; None for one thread per world
     # Bytes one step reads and writes per world: the singletons it carries or writes and every
     # row of the entity columns its systems touch. Not counted: parameters (often one shared
@@ -96,7 +97,7 @@ def build_fused(
         gen.singleton(name)
     # Each step assigns these before anything reads them, so their stored values are never loaded.
     fresh = {"terminated", "truncated", "reward"}
-    if not any(a.name == "reset" for p in _BEFORE_RESET for t in tasks[p] for a in t.system.accesses):
+    if not any(a.name == "reset" for p in BEFORE_RESET for t in tasks[p] for a in t.system.accesses):
         fresh.add("reset")
     # Only what a step writes is stored (a per-step action too: sim.actions then holds the last).
     written = {"episode", "episode_step", "rng", "reset", "reward", "terminated", "truncated"}
@@ -110,7 +111,7 @@ def build_fused(
             c = layout.singletons[comp]
             arr = gen.param(
                 f"a_{key}",
-                ("staging", key),
+                Source("staging", key),
                 f"wp.array(dtype={type_expr(c.dtype, gen.ns)}, ndim={2 + len(c.shape)})",
             )
             if comp in in_memory:
@@ -119,58 +120,13 @@ def build_fused(
                 body.append(f"s_{comp} = {arr}[it, world]")
                 fresh.add(comp)
             written.add(comp)
-    horizon = int(env.max_episode_steps)
-    body += [
-        "s_episode_step = s_episode_step + 1",
-        "s_terminated = False",
-        f"s_truncated = {horizon} > 0 and s_episode_step >= {horizon}",
-    ]
-    if "reward" in in_memory:
-        body += _fill_loops(gen.singleton("reward"), "world", "float(0.0)", layout.singletons["reward"].shape)
-    else:
-        body.append("s_reward = float(0.0)")
-    for phase in _BEFORE_RESET:
-        for task in tasks[phase]:
-            body += gen.call(task)
-    body += [
-        "if s_terminated:",
-        "    s_truncated = False",
-        "done = s_terminated or s_truncated",
-        "s_reset = wp.where(done, 1, 0)",
-        "if done:",
-    ]
-    ended: list[str] = []
-    for phase in _OBSERVE:
-        for task in tasks[phase]:
-            ended += gen.call(task)
-    for key, o in sorted(env.observations.items()):
-        c = o.component
-        fo = gen.param(
-            f"fo_{key}", ("final_obs", key), f"wp.array(dtype={type_expr(c.dtype, gen.ns)}, ndim={1 + len(c.shape)})"
-        )
-        if c.name in in_memory:
-            ended += _copy_loops(fo, "world", gen.singleton(c.name), "world", c.shape)
-        else:
-            ended.append(f"{fo}[world] = s_{c.name}")
-    seed = gen.param("e_seed", ("engine", "seed"), "wp.array(dtype=wp.int32, ndim=1)")
-    offset = gen.param("e_world_offset", ("engine", "world_offset"), "wp.array(dtype=wp.int32, ndim=1)")
-    ended += [
-        "s_episode = s_episode + 1",
-        "s_episode_step = 0",
-        f"s_rng = episode_rng({seed}[0], {offset}[0] + gw, s_episode)",
-    ]
-    for task in tasks[Phase.RESET]:
-        ended += gen.call(task)
-    body += [f"    {line}" for line in ended] or ["    pass"]
-    for phase in _OBSERVE:
-        for task in tasks[phase]:
-            body += gen.call(task)
+    body += _StepWriter(gen, env, layout, tasks, in_memory).lines(program.STEP)
 
-    steps = gen.param("e_steps", ("engine", "steps"), "wp.array(dtype=wp.int32, ndim=1)")
+    steps = gen.param("e_steps", Source("engine", "steps"), "wp.array(dtype=wp.int32, ndim=1)")
     # Worlds may be launched in chunks (one CPU thread each), worlds [base, end) of the whole
     # arrays, so that `world` indexes them as in the unfused step (functions may take whole tables).
-    base = gen.param("e_world_base", ("engine", "world_base"), "int")
-    end = gen.param("e_world_end", ("engine", "world_end"), "int")
+    base = gen.param("e_world_base", Source("engine", "world_base"), "int")
+    end = gen.param("e_world_end", Source("engine", "world_end"), "int")
     load = ["gw = world"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
     load += [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched - fresh)]
     if not device_is_cpu:
@@ -200,7 +156,7 @@ def build_fused(
         store = carried + ([f"if it == {steps}[0] - 1:", *last] if last else [])
         lines += [f"                {b}" for b in load + body + store]
     source = "\n".join(lines) + "\n"
-    gen.ns["episode_rng"] = episode_rng
+    gen.ns.update(next_step=ek.next_step, end_step=ek.end_step, next_episode=ek.next_episode)
     kernel = build_kernel(kernel_name, source, gen.ns, f"ecs_fused_{env.name}")
     sizes = {n: wp.types.type_size_in_bytes(c.dtype) * math.prod(c.shape) for n, c in layout.singletons.items()}
     # A shaped singleton counts as read unless only the engine writes it (the reward, zeroed each step).
@@ -210,13 +166,75 @@ def build_fused(
     return FusedKernel(kernel, gen.sources, 1 if device_is_cpu else None, read_bytes, write_bytes)
 
 
+class _StepWriter:
+    """Writes ``program.STEP`` as the body of one world's step, the rules as calls of ``engine_kernels``' functions."""
+
+    def __init__(self, gen: _Generator, env: EnvSpec, layout: Layout, tasks: dict, in_memory: set[str]) -> None:
+        self.gen, self.env, self.layout, self.tasks, self.in_memory = gen, env, layout, tasks, in_memory
+
+    def lines(self, items: tuple) -> list[str]:
+        out: list[str] = []
+        for item in items:
+            out += self.item(item)
+        return out
+
+    def item(self, item: Rule | Phases | IfEnded) -> list[str]:
+        gen = self.gen
+        if isinstance(item, Phases):
+            return [line for phase in item.phases for task in self.tasks[phase] for line in gen.call(task)]
+        if isinstance(item, IfEnded):
+            return ["if s_reset != 0:", *(f"    {line}" for line in self.lines(item.body) or ["pass"])]
+        if item is Rule.BEGIN_STEP:
+            step, truncated = self.gen.temps(2)
+            out = [
+                f"{step}, {truncated} = next_step({int(self.env.max_episode_steps)}, s_episode_step)",
+                f"s_episode_step = {step}",
+                "s_terminated = False",
+                f"s_truncated = {truncated}",
+            ]
+            if "reward" in self.in_memory:
+                return out + _fill_loops(
+                    gen.singleton("reward"), "world", "float(0.0)", self.layout.singletons["reward"].shape
+                )
+            return [*out, "s_reward = float(0.0)"]
+        if item is Rule.FINISH_STEP:
+            truncated, reset = self.gen.temps(2)
+            return [
+                f"{truncated}, {reset} = end_step(s_terminated, s_truncated)",
+                f"s_truncated = {truncated}",
+                f"s_reset = {reset}",
+            ]
+        if item is Rule.COPY_FINAL_OBS:
+            out = []
+            for key, o in sorted(self.env.observations.items()):
+                c = o.component
+                annotation = f"wp.array(dtype={type_expr(c.dtype, gen.ns)}, ndim={1 + len(c.shape)})"
+                fo = gen.param(f"fo_{key}", Source("final_obs", key), annotation)
+                if c.name in self.in_memory:
+                    out += _copy_loops(fo, "world", gen.singleton(c.name), "world", c.shape)
+                else:
+                    out.append(f"{fo}[world] = s_{c.name}")
+            return out
+        if item is Rule.NEW_EPISODE:
+            seed = gen.param("e_seed", Source("engine", "seed"), "wp.array(dtype=wp.int32, ndim=1)")
+            offset = gen.param("e_world_offset", Source("engine", "world_offset"), "wp.array(dtype=wp.int32, ndim=1)")
+            episode, rng = self.gen.temps(2)
+            return [
+                f"{episode}, {rng} = next_episode({seed}[0], {offset}[0] + gw, s_episode)",
+                f"s_episode = {episode}",
+                "s_episode_step = 0",
+                f"s_rng = {rng}",
+            ]
+        raise ValueError(f"{item} is no part of a fused step")
+
+
 class _Generator:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self.ns: dict[str, Any] = {}
         self.params: list[str] = []
-        self.sources: list[tuple[str, tuple]] = []
-        self._names: dict[tuple, str] = {}
+        self.sources: list[tuple[str, Source]] = []
+        self._names: dict[Source, str] = {}
         self._funcs: dict[int, str] = {}
         self._temps = 0
         self.hoisted: dict[str, str] = {}
@@ -224,11 +242,17 @@ class _Generator:
         self.reads_reward = False  # a system reads a shaped reward (an _out view may be read)
         self.in_memory: set[str] = set()  # singletons kept in memory rather than in registers
 
+    def temps(self, n: int) -> list[str]:
+        """``n`` fresh local names (Warp refuses to rebind a name to a value of another type)."""
+        names = [f"t{self._temps + i}" for i in range(n)]
+        self._temps += n
+        return names
+
     def column_bytes(self, *, write: bool) -> int:
         """Bytes per world of the entity columns read (``write=False``) or written."""
         return sum(size for size, written in self.columns.values() if written or not write)
 
-    def param(self, name: str, source: tuple, annotation: str) -> str:
+    def param(self, name: str, source: Source, annotation: str) -> str:
         if source not in self._names:
             self._names[source] = name
             self.params.append(f"{name}: {annotation}")
@@ -238,7 +262,7 @@ class _Generator:
     def singleton(self, name: str) -> str:
         comp = self.layout.singletons[name]
         annotation = f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim={1 + len(comp.shape)})"
-        return self.param(f"w_{name}", ("singleton", name), annotation)
+        return self.param(f"w_{name}", Source("singleton", name), annotation)
 
     def func(self, fn: Any) -> str:
         if id(fn) not in self._funcs:
@@ -258,7 +282,7 @@ class _Generator:
                 comp = fp.comp
                 col = self.param(
                     f"c_{owner}__{comp.name}",
-                    ("column", owner, comp.name),
+                    Source("column", owner, comp.name),
                     f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim={2 + len(comp.shape)})",
                 )
                 if fp.table:
@@ -278,7 +302,7 @@ class _Generator:
                     comp = layout.column(layout.archetypes[fp.archetype], cname)
                     col = self.param(
                         f"c_{fp.archetype}__{cname}",
-                        ("column", fp.archetype, cname),
+                        Source("column", fp.archetype, cname),
                         f"wp.array(dtype={type_expr(comp.dtype, self.ns)}, ndim={2 + len(comp.shape)})",
                     )
                     pre.append(f"{var}.{cname} = {col}[world]" if spec.view else f"{var}.{cname} = {col}")
@@ -286,7 +310,9 @@ class _Generator:
                 args.append(var)
             elif fp.kind == "overflow":
                 args.append(
-                    self.param(f"o_{fp.archetype}", ("overflow", fp.archetype), "wp.array(dtype=wp.int32, ndim=1)")
+                    self.param(
+                        f"o_{fp.archetype}", Source("overflow", fp.archetype), "wp.array(dtype=wp.int32, ndim=1)"
+                    )
                 )
             elif fp.kind == "singleton":
                 name = fp.comp.name
@@ -307,7 +333,7 @@ class _Generator:
             elif fp.kind == "param":
                 p = self.param(
                     f"p_{fp.name}",
-                    ("param", fp.name),
+                    Source("param", fp.name),
                     f"wp.array(dtype={type_expr(layout.params[fp.name].dtype, self.ns)}, ndim=1)",
                 )
                 # Parameters are read-only: read before the systems (CUDA: once per world and launch).
@@ -316,7 +342,7 @@ class _Generator:
                 args.append(f"pv_{fp.name}")
             else:
                 source = next(s for n, s in task.sources if n == fp.name)
-                r = self.param(f"r_{fp.name}", ("value", fp.name, source[1]), type_expr(fp.type, self.ns))
+                r = self.param(f"r_{fp.name}", source, type_expr(fp.type, self.ns))
                 args.append(r)
         fn = self.func(system.fn)
         lines = list(pre)
@@ -330,7 +356,7 @@ class _Generator:
             lines.append(f"{fn}({', '.join(args)})")
         if not entity:
             return lines
-        alive = self.param(f"c_{arch}__alive", ("column", arch, "alive"), "wp.array(dtype=wp.int32, ndim=2)")
+        alive = self.param(f"c_{arch}__alive", Source("column", arch, "alive"), "wp.array(dtype=wp.int32, ndim=2)")
         self.columns.setdefault((arch, "alive"), (4 * layout.archetypes[arch].capacity, False))
         return [f"for row in range({alive}.shape[1]):", f"    if {alive}[world, row] != 0:"] + [
             f"        {line}" for line in lines

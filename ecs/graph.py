@@ -13,7 +13,7 @@ import dataclasses
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import warp as wp
 
@@ -49,6 +49,24 @@ class Layout:
         return next(c for c in arch.components if c.name == name)
 
 
+class Source(NamedTuple):
+    """What a kernel parameter is bound to.
+
+    ``kind`` is one of:
+        ``column``: ``tables[name][column]``; ``bundle``: a struct of the columns ``column`` of
+        archetype ``name`` (its type in ``value``); ``singleton``, ``overflow``, ``param``,
+        ``final_obs`` (observation key) and ``staging`` (action key, per-step actions of a run):
+        the array of that ``name``; ``value``: ``value`` itself (a resource, config value or
+        resource struct; ``name`` is the parameter); ``engine``: a per-call engine value
+        (``seed``, ``world_offset``, ``steps``, ``world_base``, ``world_end``).
+    """
+
+    kind: str
+    name: str = ""
+    column: Any = None
+    value: Any = None
+
+
 @dataclass
 class Task:
     """One launch of a system over one archetype (or over worlds)."""
@@ -57,7 +75,7 @@ class Task:
     name: str
     kernel: wp.Kernel
     archetype: str | None
-    sources: list[tuple[str, tuple]]  # (kernel parameter, source)
+    sources: list[tuple[str, Source]]  # (kernel parameter, source)
     reads: set[Key] = field(default_factory=set)
     writes: set[Key] = field(default_factory=set)
     dim: Any = None  # "entity", "world", "entity_rows" (generated, CPU) or a callable
@@ -208,34 +226,36 @@ class TaskGraph:
                 names = tuple(f[0] for f in bundle_spec(ptype).fields)
                 keys = {("column", a.archetype, n) for n in names}
                 (task.writes if a.write else task.reads).update(keys)
-                task.sources.append((a.param, ("bundle", a.archetype, names, ptype)))
+                task.sources.append((a.param, Source("bundle", a.archetype, names, ptype)))
                 continue
             if a.kind in (AccessKind.COLUMN, AccessKind.QUALIFIED):
                 target = arch if a.kind == AccessKind.COLUMN else layout.archetypes[a.archetype]
                 if a.kind == AccessKind.QUALIFIED and a.name == "overflow":
                     _check_array(where, a.param, ptype, wp.int32, 1)
                     key: Key = ("overflow", target.name)
-                    source: tuple = key
+                    source = Source("overflow", target.name)
                 else:
                     comp = layout.column(target, a.name)
                     _check_array(where, a.param, ptype, comp.dtype, 2 + len(comp.shape))
                     key = ("column", target.name, a.name)
-                    source = key
+                    source = Source("column", target.name, a.name)
             elif a.kind == AccessKind.SINGLETON:
                 comp = layout.singletons[a.name]
                 _check_array(where, a.param, ptype, comp.dtype, 1 + len(comp.shape))
                 key = ("singleton", a.name)
-                source = key
+                source = Source("singleton", a.name)
             elif a.name in layout.params:
                 p = layout.params[a.name]
                 _check_array(where, a.param, ptype, p.dtype, 1)
                 key = ("param", a.name)
-                source = key
+                source = Source("param", a.name)
                 task.reads.add(key)
                 task.sources.append((a.param, source))
                 continue
             elif getattr(ptype, "ecs_resources", None) is not None:
-                task.sources.append((a.param, ("value", _resource_struct(layout, ptype, a.param, where))))
+                task.sources.append(
+                    (a.param, Source("value", a.param, value=_resource_struct(layout, ptype, a.param, where)))
+                )
                 continue
             else:
                 value = _resource(layout, a.name)
@@ -250,7 +270,7 @@ class TaskGraph:
                     )
                 if wp.types.is_array(ptype):
                     raise GraphError(f"{where}: resource {a.param!r} is a scalar; annotate it with a scalar type")
-                task.sources.append((a.param, ("value", value)))
+                task.sources.append((a.param, Source("value", a.param, value=value)))
                 continue
             (task.writes if a.write else task.reads).add(key)
             if a.write:

@@ -15,29 +15,34 @@ from .errors import ActionError, EcsError
 from .schema import scalar_type
 
 if TYPE_CHECKING:
-    from .sim import BatchSim
+    from .storage import Storage
 
 
 class TorchViews:
     """Persistent torch views, created once per simulation (each conversion costs microseconds)."""
 
-    def __init__(self, sim: BatchSim) -> None:
-        self._sim = sim
-        env = sim.env
-        s = sim.singletons
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        env = storage.env
+        s = storage.singletons
         self.obs = ReadOnlyTensors(
             "obs", {k: wp.to_torch(s[o.component.name]) for k, o in sorted(env.observations.items())}
         )
         self.final_obs = ReadOnlyTensors(
-            "final_obs", {k: wp.to_torch(sim._final_obs[k]) for k in sorted(env.observations)}
+            "final_obs", {k: wp.to_torch(storage.final_obs[k]) for k in sorted(env.observations)}
         )
         self.actions = {k: wp.to_torch(s[a.component.name]) for k, a in sorted(env.actions.items())}
         self.rewards = wp.to_torch(s["reward"])
         self.terminated = wp.to_torch(s["terminated"])
         self.truncated = wp.to_torch(s["truncated"])
-        self.params = ParamDict({k: wp.to_torch(v) for k, v in sim._params.items()}, {p.name: p for p in env.params})
-        self.reset_request = wp.to_torch(sim._reset_request)
+        self.params = ParamDict({k: wp.to_torch(v) for k, v in storage.params.items()}, {p.name: p for p in env.params})
+        self.reset_request = wp.to_torch(storage.reset_request)
+        self.staging: dict[str, Any] = {}
         self._columns: dict[tuple[str, str], Any] = {}
+
+    def restage(self) -> None:
+        """Views of the staging buffers of ``run(k, actions)``, after they were reallocated."""
+        self.staging = {key: wp.to_torch(a) for key, a in self._storage.staging.items()}
 
     def request_reset(self, mask: Any) -> None:
         """Flags every world for reset (``mask`` None) or the worlds where ``mask`` is true."""
@@ -46,7 +51,7 @@ class TorchViews:
         if mask is None:
             self.reset_request.fill_(1)
             return
-        num_worlds = self._sim.num_worlds
+        num_worlds = self._storage.num_worlds
         if isinstance(mask, np.ndarray):
             mask = torch.from_numpy(mask)
         if not isinstance(mask, torch.Tensor):
@@ -64,7 +69,7 @@ class TorchViews:
         view = self._columns.get(key)
         if view is not None:
             return view
-        sim = self._sim
+        sim = self._storage
         if archetype == "world":
             if component not in sim.singletons:
                 raise EcsError(f"no singleton {component!r}; singletons: {sorted(sim.singletons)}")
@@ -86,7 +91,7 @@ class TorchViews:
         from gymnasium import spaces
 
         out = {}
-        for key, o in sorted(self._sim.env.observations.items()):
+        for key, o in sorted(self._storage.env.observations.items()):
             c = o.component
             np_dtype = np.dtype(wp.dtype_to_numpy(scalar_type(c.dtype)))
             out[key] = spaces.Box(low=o.low, high=o.high, shape=c.export_shape, dtype=np_dtype)
@@ -96,7 +101,7 @@ class TorchViews:
         from gymnasium import spaces
 
         out = {}
-        for key, a in sorted(self._sim.env.actions.items()):
+        for key, a in sorted(self._storage.env.actions.items()):
             c = a.component
             np_dtype = np.dtype(wp.dtype_to_numpy(scalar_type(c.dtype)))
             shape = c.export_shape
@@ -226,8 +231,7 @@ class ActionDict(Mapping):
     assignment when ``x`` might have another dtype.
     """
 
-    def __init__(self, sim: BatchSim, views: dict[str, Any]) -> None:
-        self._sim = sim
+    def __init__(self, views: dict[str, Any]) -> None:
         self._views = views
 
     def __getitem__(self, key: str):
@@ -242,7 +246,7 @@ class ActionDict(Mapping):
     def __len__(self) -> int:
         return len(self._views)
 
-    def _checked(self, key: str, value: Any, steps: int | None = None):
+    def checked(self, key: str, value: Any, steps: int | None = None):
         """``value`` as a tensor after checking type, dtype, shape and device (``steps`` adds a leading axis)."""
         import torch
 
@@ -268,7 +272,7 @@ class ActionDict(Mapping):
     def __setitem__(self, key: str, value: Any) -> None:
         if key not in self._views:
             raise ActionError(f"unknown action key {key!r}; actions: {sorted(self._views)}")
-        self[key].copy_(self._checked(key, value))
+        self[key].copy_(self.checked(key, value))
 
     def __delitem__(self, key: str) -> None:
         raise ActionError(
@@ -281,6 +285,6 @@ class ActionDict(Mapping):
         unknown = sorted(set(actions) - set(self._views))
         if unknown:
             raise ActionError(f"unknown action key(s) {unknown}; actions: {sorted(self._views)}")
-        checked = {k: self._checked(k, v) for k, v in actions.items()}
+        checked = {k: self.checked(k, v) for k, v in actions.items()}
         for k, v in checked.items():
             self._views[k].copy_(v)

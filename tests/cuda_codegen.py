@@ -25,14 +25,14 @@ def cuda_modules(env: ecs.EnvSpec) -> dict[str, wp.Module]:
     """The modules of the env's CUDA step: the systems and their generated wrappers, the engine's
     kernels and, for a fusable env, both fused kernels (held and per-step actions)."""
     cpu = ecs.BatchSim(env, 1, device="cpu", fuse=False)  # the layout and the engine's kernels
-    graph = TaskGraph(env.systems, cpu._layout, device_is_cpu=False, env_name=env.name)
+    layout = cpu.storage.layout
+    graph = TaskGraph(env.systems, layout, device_is_cpu=False, env_name=env.name)
     kernels = [t.kernel for t in graph.tasks]
-    kernels += [cpu._validate_kernel, cpu._final_obs_kernel, cpu._load_actions_kernel]
+    generated = cpu.executor.recorder.generated
+    kernels += [generated.validate, generated.copy_final_obs, generated.load_actions]
     if why_not_fusable(graph, env) is None:
         for per_step in (False, True):
-            fused = build_fused(
-                graph, cpu._layout, env, per_step_actions=per_step, schedule_seed=None, device_is_cpu=False
-            )
+            fused = build_fused(graph, layout, env, per_step_actions=per_step, schedule_seed=None, device_is_cpu=False)
             kernels.append(fused.kernel)
     modules = {k.module.name: k.module for k in kernels}
     modules["ecs.engine_kernels"] = wp.get_module("ecs.engine_kernels")

@@ -162,6 +162,39 @@ def test_torch_only_in_the_bridge_and_only_inside_functions():
     )
 
 
+def _private_names_of_ecs() -> set[str]:
+    """Private attributes and methods the engine's own classes define (``self._x = ...``, ``def _x``)."""
+    names = set()
+    for path in python_files(ROOT / "ecs"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for item in ast.walk(node):
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("_"):
+                        names.add(item.name)
+                    stored = isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Store)
+                    if stored and isinstance(item.value, ast.Name) and item.value.id == "self":
+                        names.add(item.attr)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_no_module_reaches_into_another_objects_private_attributes():
+    """``sim._x`` from outside BatchSim ties modules together behind the API's back; only ``self._x``."""
+    private = _private_names_of_ecs()
+    bad = []
+    for folder in LIBRARY:
+        for path in python_files(folder):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.Attribute) or node.attr not in private:
+                    continue
+                if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                    continue
+                value = node.value
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
+                    continue  # an override calling its base class
+                bad.append(f"{rel(path)}:{node.lineno} {ast.unparse(node)}")
+    assert not bad, "private attributes read from outside their object; add a public method:\n" + "\n".join(bad)
+
+
 # -- the parameter naming convention of systems ----------------------------------------------
 
 

@@ -44,7 +44,7 @@ class PolicyStep:
         self._graph = None
         if sim.device == "cpu":
             return
-        if not sim._capture_enabled:
+        if not sim.executor.captured:
             raise EcsError("PolicyStep needs a captured simulation; build the BatchSim with capture=True")
         saved = sim.state_dict()
         stream = torch.cuda.Stream(device=sim.device)
@@ -61,7 +61,7 @@ class PolicyStep:
         with wp.ScopedStream(wp_stream), torch.cuda.graph(self._graph, stream=stream):
             self._write_actions(torch.no_grad)
             with wp.ScopedCapture(device=sim.device, stream=wp_stream, external=True):
-                sim._record_step()
+                sim.executor.recorder.record_step()
         sim.load_state_dict(saved)
 
     def _write_actions(self, no_grad: Callable[[], Any]) -> None:
@@ -81,5 +81,5 @@ class PolicyStep:
             self._write_actions(torch.no_grad)
             self.sim.step()
             return
-        self.sim._raise_pending()
+        self.sim.raise_pending()
         self._graph.replay()

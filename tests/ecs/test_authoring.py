@@ -436,14 +436,13 @@ def test_func_systems_with_views_on_cpu_threads_and_in_cuda_form(monkeypatch):
         plain.step({"steer": actions["steer"][i]})
     _assert_same(_snapshot(threaded), _snapshot(plain))
 
-    from ecs import fusion
-    from ecs import sim as sim_module
+    from ecs import executors, fusion
 
     monkeypatch.setattr(
-        sim_module, "build_fused", lambda *a, **k: fusion.build_fused(*a, **{**k, "device_is_cpu": False})
+        executors, "build_fused", lambda *a, **k: fusion.build_fused(*a, **{**k, "device_is_cpu": False})
     )
     cuda_form, plain = _hunt_pair(9)
-    assert cuda_form._fused.dim is None  # a thread per world, K steps in registers
+    assert cuda_form.executor.recorder.kernel.dim is None  # a thread per world, K steps in registers
     for i in range(15):
         for sim in (cuda_form, plain):
             sim.step({"steer": actions["steer"][i, :9]})

@@ -319,18 +319,17 @@ def test_fused_run_on_cpu_threads_and_world_blocks(make_env, threads):
 def test_cuda_form_of_the_fused_kernel_matches_plain_steps(make_env, monkeypatch):
     """The CUDA kernel (a thread per world, K steps in registers) is plain Warp code: run on the
     CPU, its steps and K-step runs equal the unfused steps."""
-    from ecs import fusion
-    from ecs import sim as sim_module
+    from ecs import executors, fusion
 
     def cuda_form(*args, **kwargs):
         return fusion.build_fused(*args, **{**kwargs, "device_is_cpu": False})
 
-    monkeypatch.setattr(sim_module, "build_fused", cuda_form)
+    monkeypatch.setattr(executors, "build_fused", cuda_form)
     env = make_env()
     n = 70
     runner = ecs.BatchSim(env, n, device="cpu", fuse=True, cpu_threads=1)
     stepper = ecs.BatchSim(env, n, device="cpu", fuse=False)
-    assert runner._fused.dim is None  # one thread per world: the CUDA form
+    assert runner.executor.recorder.kernel.dim is None  # one thread per world: the CUDA form
     if env.archetypes:
         alive = (np.arange(n)[:, None] + np.arange(3)[None, :]) % 4 != 0
         for sim in (runner, stepper):
@@ -355,12 +354,12 @@ def test_fused_kernels_count_the_bytes_a_step_moves():
     the observation (an ``_out`` parameter may be read): 48 bytes; it writes those but the action,
     the reward and the three flags: 54 bytes."""
     sim = ecs.BatchSim(envs.make("cartpole"), 4, device="cpu", fuse=True)
-    assert (sim._fused.read_bytes, sim._fused.write_bytes) == (
+    assert sim.step_bytes == (
         4 * 4 + 4 + 3 * 4 + 16,
         4 * 4 + 3 * 4 + 16 + 4 + 1 + 1 + 4,
     )
     beads = ecs.BatchSim(_bead_env(), 4, device="cpu", fuse=True)
     # Reads: level, drive, episode, episode_step, rng; 3 beads and 3 alive flags per world.
-    assert beads._fused.read_bytes == 5 * 4 + 3 * 4 + 3 * 4
+    assert beads.step_bytes[0] == 5 * 4 + 3 * 4 + 3 * 4
     # Writes: level, episode, episode_step, rng, reward, terminated, truncated, reset; 3 beads.
-    assert beads._fused.write_bytes == 4 * 4 + 4 + 1 + 1 + 4 + 3 * 4
+    assert beads.step_bytes[1] == 4 * 4 + 4 + 1 + 1 + 4 + 3 * 4

@@ -236,8 +236,8 @@ def test_query_launches_once_per_matching_archetype():
     assert total.writes == {("singleton", "total")}
     # Resources and config fields are bound as values.
     sources = dict(push.sources)
-    assert sources["dt"] == ("value", 0.1)
-    assert sources["bonus"] == ("value", 0.5)
+    assert (sources["dt"].kind, sources["dt"].value) == ("value", 0.1)
+    assert (sources["bonus"].kind, sources["bonus"].value) == ("value", 0.5)
 
 
 # -- edges from read/write conflicts -----------------------------------------------------------

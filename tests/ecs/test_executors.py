@@ -1,0 +1,135 @@
+"""Every executor gives the same worlds, bit for bit, and diagnostics never change the simulation's own.
+
+Like bevy's tests over every executor: each env runs the same calls (steps with fresh actions,
+episodes ending inside runs, runs with held and with staged actions, masked resets) under eager
+and captured launches of the unfused systems and, where the env fuses, of the fused kernel,
+eagerly, captured and on CPU threads.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import ecs
+import envs
+from ecs import program
+from ecs.executors import Captured, Eager, FusedRecorder, Threaded
+from ecs.schema import Phase
+
+# (env, overrides, worlds): short episodes so that resets happen inside steps and runs.
+ENVS = {
+    "cartpole": ({"max_episode_steps": 9}, 21),
+    "foraging": ({"max_episode_steps": 11}, 7),
+    "predator_prey": ({"max_episode_steps": 13}, 6),
+    "escape_room": ({"max_episode_steps": 10}, 3),
+    "hide_and_seek": ({"max_episode_steps": 8}, 2),
+}
+
+# name: BatchSim options; the fused ones only for envs that fuse.
+EXECUTORS = {
+    "eager": {"capture": False, "fuse": False},
+    "captured": {"capture": True, "fuse": False},
+    "fused-eager": {"capture": False, "fuse": True},
+    "fused-captured": {"capture": True, "fuse": True},
+    "fused-threads": {"capture": True, "fuse": True, "cpu_threads": 2},
+}
+
+
+def _actions(sim: ecs.BatchSim, steps: int, seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for key, action in sim.env.actions.items():
+        buf = sim.actions[key]
+        low, high = int(action.low), int(action.high)
+        out[key] = torch.randint(low, high + 1, (steps, *buf.shape), generator=g).to(buf.dtype)
+    return out
+
+
+def _drive(sim: ecs.BatchSim) -> list[dict[str, np.ndarray]]:
+    """The same calls for every executor; a snapshot after each kind of call."""
+    acts = _actions(sim, 40, seed=7)
+    snaps = []
+    for i in range(12):
+        sim.step({k: v[i] for k, v in acts.items()})
+    snaps.append(sim.state_dict()["arrays"])
+    sim.run(10, {k: v[12:22] for k, v in acts.items()})
+    snaps.append(sim.state_dict()["arrays"])
+    sim.run(7)  # held actions
+    snaps.append(sim.state_dict()["arrays"])
+    mask = torch.zeros(sim.num_worlds, dtype=torch.bool)
+    mask[::2] = True
+    sim.reset(mask)
+    sim.run(3, {k: v[22:25] for k, v in acts.items()})  # fewer steps than staged: no new buffers
+    for i in range(25, 30):
+        sim.step({k: v[i] for k, v in acts.items()})
+    snaps.append(sim.state_dict()["arrays"])
+    snaps.append({"obs/" + k: v.cpu().numpy().copy() for k, v in sim.obs.items()})
+    snaps.append({"final/" + k: v.cpu().numpy().copy() for k, v in sim.final_obs.items()})
+    return snaps
+
+
+@pytest.mark.parametrize("name", sorted(ENVS))
+def test_every_executor_gives_the_same_worlds(name):
+    overrides, worlds = ENVS[name]
+    env = envs.make(name, **overrides)
+    results = {}
+    for label, options in EXECUTORS.items():
+        if options["fuse"] and ecs.fusion.why_not_fusable(ecs.BatchSim(env, 1, fuse=False).graph, env) is not None:
+            continue
+        sim = ecs.BatchSim(env, worlds, device="cpu", seed=3, **options)
+        kind = {"eager": Eager, "captured": Captured, "fused-eager": Eager, "fused-captured": Captured}
+        expected = Threaded if label == "fused-threads" else kind[label]
+        assert type(sim.executor) is expected, label
+        assert isinstance(sim.executor.recorder, FusedRecorder) == bool(options["fuse"])
+        results[label] = _drive(sim)
+    reference = results.pop("eager")
+    assert results, "no second executor ran"
+    for label, snaps in results.items():
+        for i, (want, got) in enumerate(zip(reference, snaps, strict=True)):
+            assert want.keys() == got.keys()
+            for key in want:
+                np.testing.assert_array_equal(got[key], want[key], err_msg=f"{label}, snapshot {i}: {key}")
+
+
+def test_calls_below_the_thread_thresholds_go_to_the_inner_executor():
+    env = envs.make("cartpole", max_episode_steps=9)
+    sim = ecs.BatchSim(env, 600, device="cpu")  # two blocks of worlds, default thresholds
+    assert isinstance(sim.executor, Threaded)
+    assert not sim.executor.threaded_step and sim.executor.run_min == 16384
+    assert isinstance(sim.executor.inner, Captured)
+
+
+def test_diagnostics_leave_the_executor_and_the_state_alone():
+    env = envs.make("cartpole", max_episode_steps=9)
+    sim = ecs.BatchSim(env, 16, device="cpu", seed=1)
+    twin = ecs.BatchSim(env, 16, device="cpu", seed=1)
+    executor, recorder, kernel = sim.executor, sim.executor.recorder, sim.executor.recorder.kernel
+    for s in (sim, twin):
+        s.step()
+    report = sim.profile(steps=5)
+    sim.find_nan(steps=1)  # eager and unfused, on a recorder of its own: the step happens
+    twin.step()
+    assert sim.executor is executor and sim.executor.recorder is recorder and recorder.kernel is kernel
+    assert sim.fused and report.fused
+    names = {c.name for phase in report.root.children for c in phase.children}
+    assert {"begin_step", "finish_step", "validate_actions"} <= names  # the unfused program was timed
+    a, b = sim.state_dict()["arrays"], twin.state_dict()["arrays"]
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_the_step_program_orders_the_phases():
+    assert list(program.phases_of(program.STEP)) == [
+        Phase.ACT,
+        Phase.PHYSICS,
+        Phase.COLLIDE,
+        Phase.REWARD,
+        Phase.SENSE,  # ended worlds: their last observation, then the reset
+        Phase.OBSERVE,
+        Phase.RESET,
+        Phase.SENSE,
+        Phase.OBSERVE,
+    ]
+    assert list(program.phases_of(program.RESET)) == [Phase.RESET, Phase.SENSE, Phase.OBSERVE]
+    every = set(program.phases_of(program.STEP)) | set(program.phases_of(program.RESET))
+    assert every == {p for p in Phase if p != Phase.NONE}
