@@ -63,9 +63,11 @@ from .locking import LockedBy
 from .rigid_body import (
     AngularVelocity,
     BodyResponse,
+    Force,
     JointBodyA,
     JointBodyB,
     LinearVelocity,
+    Mass,
     Position,
     Rotation,
     movable,
@@ -683,7 +685,7 @@ def add_pair(
 # Column bundles of the broadphase (one kernel parameter each; the engine binds every column).
 BroadphaseBodies = ecs.bundle(
     "BroadphaseBodies",
-    ["alive", Shape, Size, Position, Rotation, LinearVelocity, AngularVelocity, BodyResponse, LockedBy],
+    ["alive", Shape, Size, Position, Rotation, LinearVelocity, AngularVelocity, BodyResponse, LockedBy, Mass, Force],
 )
 BroadphaseBoxes = ecs.bundle("BroadphaseBoxes", [AabbLower, AabbUpper, SweepOrder])
 JointLinks = ecs.bundle("JointLinks", ["alive", JointBodyA, JointBodyB])
@@ -694,6 +696,7 @@ PairRows = ecs.bundle("PairRows", ["alive", PairBodyA, PairBodyB])
 def find_pairs(
     # Resources:
     physics_dt: float,
+    gravity: float,
     contact_margin: float,
     broadphase: int,
     # Components in:
@@ -717,11 +720,14 @@ def find_pairs(
             size = body_in.size[world, i]
             e = shape_extent(shape, size, body_in.rotation[world, i])
             # Anything the body can reach during the step: its speed, its spin at its outer radius,
-            # and the margin the narrowphase keeps.
-            reach = (
-                wp.length(body_in.linear_velocity[world, i])
-                + wp.length(body_in.angular_velocity[world, i]) * wp.length(e)
-            ) * physics_dt + contact_margin
+            # what gravity and its force add, and the margin the narrowphase keeps.
+            speed = wp.length(body_in.linear_velocity[world, i]) + wp.length(
+                body_in.angular_velocity[world, i]
+            ) * wp.length(e)
+            if movable(body_in.response[world, i], body_in.locked_by[world, i]):
+                pull = wp.abs(gravity) + wp.length(body_in.force[world, i]) / body_in.mass[world, i]
+                speed += pull * physics_dt
+            reach = speed * physics_dt + contact_margin
             grow = wp.vec3(reach, reach, reach)
             lo = x - e - grow
             hi = x + e + grow

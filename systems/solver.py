@@ -3,10 +3,14 @@ Position Based Dynamics"), one thread per world, ``physics_substeps`` substeps p
 
 Each substep of length ``h = physics_dt / physics_substeps``:
 
-1. integrate: dynamic bodies get gravity (``gravity`` along world z), external force and torque
+1. narrowphase on the step's candidate pairs at the poses the substep starts from, into the
+   contact table, with speculative contacts: the margin of a pair grows by how far its bodies
+   can move in the substep (speed, spin at the outer radius, gravity and force), so the solve
+   below keeps them apart along normals found before they moved and no body passes a thin wall
+   within a substep or is pushed out on its far side;
+2. integrate: dynamic bodies get gravity (``gravity`` along world z), external force and torque
    (with the gyroscopic term), damping; then positions and orientations advance explicitly;
    kinematic bodies advance with their own velocities; static and locked bodies stay put;
-2. narrowphase on the step's candidate pairs at the new poses, into the contact table;
 3. contact position constraints, point by point (after Mueller et al.: each contact point is
    an XPBD constraint with zero compliance; its anchors are the contact points in the two body
    frames). ``CONTACT_PASSES`` Gauss-Seidel passes over the world's manifolds; within a
@@ -32,7 +36,8 @@ from __future__ import annotations
 
 import warp as wp
 
-from .collision import Contacts, Poses, collide
+from .collision import Contacts, Poses, collide, shape_extent
+from .geometry import is_round
 from .rigid_body import (
     KINEMATIC,
     angular_inverse_mass,
@@ -139,6 +144,27 @@ def integrate(
 
 
 @wp.func
+def substep_reach(bodies: Bodies, poses: Poses, world: int, i: int, h: float, gravity: float, force: wp.vec3) -> float:
+    """How far any point of body ``i`` can move in a substep of ``h``: its speed, its spin at its
+    outer radius, and what gravity and its force add (a bound, not the exact path)."""
+    response = bodies.response[world, i]
+    locked = bodies.locked_by[world, i]
+    if not movable(response, locked) and not (response == KINEMATIC and locked == 0):
+        return 0.0
+    e = shape_extent(poses.shape[world, i], poses.size[world, i], poses.rotation[world, i])
+    speed = wp.length(bodies.linear_velocity[world, i]) + wp.length(bodies.angular_velocity[world, i]) * wp.length(e)
+    if movable(response, locked):
+        speed += (wp.abs(gravity) + wp.length(force) / bodies.mass[world, i]) * h
+    return speed * h
+
+
+@wp.func
+def round_radius(poses: Poses, world: int, i: int) -> float:
+    """Radius of a sphere or capsule about its core; 0 for other shapes."""
+    return wp.where(is_round(poses.shape[world, i]), poses.size[world, i][0], 0.0)
+
+
+@wp.func
 def point_velocity(bodies: Bodies, world: int, i: int, r: wp.vec3) -> wp.vec3:
     return bodies.linear_velocity[world, i] + wp.cross(bodies.angular_velocity[world, i], r)
 
@@ -225,6 +251,16 @@ def effective_inverse_mass(
 
 
 @wp.func
+def facing_arm(arm: wp.vec3, rot: wp.mat33, rot_start: wp.mat33, radius_out: wp.vec3) -> wp.vec3:
+    """The arm of the surface point facing the other body: ``arm`` (a material point) turned back
+    by the body's rotation since the substep began, for the radius part ``radius_out`` of a round
+    body (its core point stays material, its surface point stays along the normal)."""
+    if wp.length_sq(radius_out) == 0.0:
+        return arm
+    return arm - rot * (wp.transpose(rot_start) * radius_out) + radius_out
+
+
+@wp.func
 def solve_manifold(
     bodies: Bodies,
     c: Contacts,
@@ -234,6 +270,8 @@ def solve_manifold(
     start: int,
     end: int,
     up: wp.vec3,
+    round_a: float,
+    round_b: float,
 ):
     """Normal and friction position constraints of one pair's contacts, point by point.
 
@@ -251,6 +289,12 @@ def solve_manifold(
     ``up`` non-zero (the last pass, shock propagation): when one body rests on the other (the
     normal within ``acos(SHOCK_COS)`` of ``up``), the lower body is held still, so that fixing
     a contact higher up a stack does not undo the ones below it.
+
+    The contacts were found at the poses the substep started from. Friction acts on the material
+    points that touched then; the normal constraint on the points of the surfaces that face each
+    other now: the same material points for flat faces, but for a round body (radius
+    ``round_a``, ``round_b``; 0 for others) the point of its surface along the normal, so that a
+    rolling ball keeps pressing on the slope instead of lifting the point it touched.
     """
     a = c.body_a[world, start]
     b = c.body_b[world, start]
@@ -300,6 +344,8 @@ def solve_manifold(
         pos_b[i] = rb
         # Motion of A's anchor relative to B's since the substep began.
         slip0[i] = ((xa + ra) - (xa_prev + rot_a_prev * oa)) - ((xb + rb) - (xb_prev + rot_b_prev * ob))
+        ra = facing_arm(ra, rot_a, rot_a_prev, n * round_a)
+        rb = facing_arm(rb, rot_b, rot_b_prev, -n * round_b)
         ca = wp.cross(ra, n)
         cb = wp.cross(rb, n)
         ua = ia * ca
@@ -379,6 +425,8 @@ def solve_manifold_velocity(
     end: int,
     h: float,
     gravity: float,
+    round_a: float,
+    round_b: float,
 ):
     """Restitution and dynamic friction of one pair's contacts that pushed.
 
@@ -398,6 +446,8 @@ def solve_manifold_velocity(
     qb = bodies.rotation[world, b]
     rot_a = wp.quat_to_matrix(qa)
     rot_b = wp.quat_to_matrix(qb)
+    rot_a_prev = wp.quat_to_matrix(bodies.prev_rotation[world, a])
+    rot_b_prev = wp.quat_to_matrix(bodies.prev_rotation[world, b])
     total = wp.float32(0.0)
     ra_sum = wp.vec3(0.0, 0.0, 0.0)
     rb_sum = wp.vec3(0.0, 0.0, 0.0)
@@ -406,10 +456,12 @@ def solve_manifold_velocity(
     for k in range(start, end):
         lam = impulse[world, k]
         if lam > 0.0:
+            nk = c.normal[world, k]
             total += lam
-            ra_sum += rot_a * c.offset_a[world, k] * lam
-            rb_sum += rot_b * c.offset_b[world, k] * lam
-            n_sum += c.normal[world, k] * lam
+            # The normal speed at the points that face each other now (see solve_manifold).
+            ra_sum += facing_arm(rot_a * c.offset_a[world, k], rot_a, rot_a_prev, nk * round_a) * lam
+            rb_sum += facing_arm(rot_b * c.offset_b[world, k], rot_b, rot_b_prev, -nk * round_b) * lam
+            n_sum += nk * lam
             approach += normal_speed[world, k] * lam
     if total <= 0.0:
         return
@@ -549,6 +601,17 @@ def step_bodies(
     nb = body__alive_in.shape[1]
     h = physics_dt / float(physics_substeps)
     for _sub in range(physics_substeps):
+        # Speculative contacts: the narrowphase runs at the poses the substep starts from, with a
+        # margin as wide as the pair can close during it, and the solve keeps the contact anchors
+        # from overlapping along those normals after the bodies moved. A body can then never be
+        # pushed out on the far side of a thin wall it crossed within one substep.
+        world_contact_count_out[world] = 0
+        for k in range(world_pair_count_in[world]):
+            a = pair__pair_body_a_in[world, k]
+            b = pair__pair_body_b_in[world, k]
+            reach_a = substep_reach(bodies, poses, world, a, h, gravity, body__force_in[world, a])
+            reach_b = substep_reach(bodies, poses, world, b, h, gravity, body__force_in[world, b])
+            collide(c, poses, world, a, b, contact_margin + reach_a + reach_b)
         for i in range(nb):
             if body__alive_in[world, i] != 0:
                 integrate(
@@ -562,19 +625,25 @@ def step_bodies(
                     body__force_in[world, i],
                     body__torque_in[world, i],
                 )
-        world_contact_count_out[world] = 0
-        for k in range(world_pair_count_in[world]):
-            collide(c, poses, world, pair__pair_body_a_in[world, k], pair__pair_body_b_in[world, k], contact_margin)
         count = world_contact_count_out[world]
         for k in range(count):
             a = contact__contact_body_a_out[world, k]
             b = contact__contact_body_b_out[world, k]
             qa = body__rotation_out[world, a]
             qb = body__rotation_out[world, b]
-            ra = wp.quat_rotate(qa, contact__contact_offset_a_out[world, k])
-            rb = wp.quat_rotate(qb, contact__contact_offset_b_out[world, k])
+            n = contact__contact_normal_out[world, k]
+            rot_a = wp.quat_to_matrix(qa)
+            rot_b = wp.quat_to_matrix(qb)
+            start_a = wp.quat_to_matrix(body__prev_rotation_out[world, a])
+            start_b = wp.quat_to_matrix(body__prev_rotation_out[world, b])
+            ra = facing_arm(
+                rot_a * contact__contact_offset_a_out[world, k], rot_a, start_a, n * round_radius(poses, world, a)
+            )
+            rb = facing_arm(
+                rot_b * contact__contact_offset_b_out[world, k], rot_b, start_b, -n * round_radius(poses, world, b)
+            )
             v = point_velocity(bodies, world, a, ra) - point_velocity(bodies, world, b, rb)
-            contact__contact_normal_speed_out[world, k] = wp.dot(contact__contact_normal_out[world, k], v)
+            contact__contact_normal_speed_out[world, k] = wp.dot(n, v)
             contact__contact_impulse_out[world, k] = 0.0
             contact__contact_friction_out[world, k] = wp.vec3(0.0, 0.0, 0.0)
         for it in range(CONTACT_PASSES):
@@ -584,7 +653,18 @@ def step_bodies(
             k = wp.int32(0)
             while k < count:
                 e = manifold_end(c, world, k, count)
-                solve_manifold(bodies, c, contact__contact_impulse_out, contact__contact_friction_out, world, k, e, up)
+                solve_manifold(
+                    bodies,
+                    c,
+                    contact__contact_impulse_out,
+                    contact__contact_friction_out,
+                    world,
+                    k,
+                    e,
+                    up,
+                    round_radius(poses, world, contact__contact_body_a_out[world, k]),
+                    round_radius(poses, world, contact__contact_body_b_out[world, k]),
+                )
                 k = e
         for j in range(joint__alive_in.shape[1]):
             if joint__alive_in[world, j] != 0:
@@ -611,7 +691,17 @@ def step_bodies(
         while k < count:
             e = manifold_end(c, world, k, count)
             solve_manifold_velocity(
-                bodies, c, contact__contact_impulse_out, contact__contact_normal_speed_out, world, k, e, h, gravity
+                bodies,
+                c,
+                contact__contact_impulse_out,
+                contact__contact_normal_speed_out,
+                world,
+                k,
+                e,
+                h,
+                gravity,
+                round_radius(poses, world, contact__contact_body_a_out[world, k]),
+                round_radius(poses, world, contact__contact_body_b_out[world, k]),
             )
             k = e
     count = world_contact_count_out[world]

@@ -350,4 +350,8 @@ def test_agent_climbs_a_locked_ramp_onto_a_box():
     for _ in range(28):
         sim.step()
         heights.append(body(sim, "position")[0, agent_row(sim, HIDER), 2])
-    assert max(heights) == pytest.approx(0.5 + 0.15, abs=0.02)  # on top of the 0.5 m box
+    # On top of the 0.5 m box (agent radius 0.15 m): it leaves the ramp's crest climbing at about
+    # 1.2 m/s, so it may hop a few centimetres before it lands, but no more than that.
+    assert 0.5 + 0.15 - 0.02 <= max(heights) <= 0.5 + 0.15 + 0.06
+    end = body(sim, "position")[0, agent_row(sim, HIDER)]
+    assert end[2] > 0.6 and 0.25 < end[0] < 0.75  # over the box, not fallen off
