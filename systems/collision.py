@@ -211,6 +211,21 @@ class ContactFriction:
     value: wp.vec3
 
 
+@ecs.component
+class ContactOrder:
+    """Solver scratch: row ``k`` holds the first contact of the ``k``-th manifold from the bottom (by
+    the mean height of its points along the up axis), the order the solver treats them in."""
+
+    value: wp.int32
+
+
+@ecs.component
+class ContactHeight:
+    """Solver scratch: the height [m] (along the up axis) of the manifold in the same row of ``ContactOrder``."""
+
+    value: wp.float32
+
+
 @ecs.component(singleton=True, count_of="contact")
 class ContactCount:
     """Contacts found in the last substep (rows ``[0, count)`` of ``contact`` are alive)."""
@@ -230,6 +245,8 @@ CONTACT_COMPONENTS = (
     ContactNormalSpeed,
     ContactImpulse,
     ContactFriction,
+    ContactOrder,
+    ContactHeight,
 )
 
 

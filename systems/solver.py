@@ -13,7 +13,9 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    kinematic bodies advance with their own velocities; static and locked bodies stay put;
 3. contact position constraints, point by point (after Mueller et al.: each contact point is
    an XPBD constraint with zero compliance; its anchors are the contact points in the two body
-   frames). ``CONTACT_PASSES`` Gauss-Seidel passes over the world's manifolds; within a
+   frames). ``CONTACT_PASSES`` Gauss-Seidel passes over the world's manifolds, taken from the
+   bottom up (by the height of their points, ``order_manifolds``) so that neither the result
+   nor a stack's support depends on the order the bodies are listed in; within a
    manifold, a few projected Gauss-Seidel sweeps over its points, linearised about the pair's
    pose, each point's normal correction (accumulated impulse ``lambda_n >= 0``) then its
    friction (the tangential motion of its anchors since the substep began is undone, with an
@@ -53,7 +55,10 @@ wp.set_module_options({"enable_backward": False})
 
 CONTACT_PASSES = wp.constant(2)  # Gauss-Seidel passes over a world's contact manifolds per substep
 FIRST_SWEEPS = wp.constant(2)  # sweeps over one manifold's points in the passes before the last (linearised)
-NORMAL_SWEEPS = wp.constant(8)  # sweeps over one manifold's points in the last (shock-propagation) pass
+# Sweeps over one manifold's points in the last (shock-propagation) pass. A box loaded off its
+# centre (a stack with offsets) needs about 10 for its points' impulses to balance; with 8 the
+# residual turn crept a stack of 8 offset cubes 17 mm in 10 s, with 12 under 0.3 mm.
+NORMAL_SWEEPS = wp.constant(12)
 MAX_MANIFOLD = wp.constant(16)  # points of a manifold that the solver treats (the narrowphase makes at most 16)
 ManifoldRows = wp.types.matrix(shape=(16, 3), dtype=wp.float32)  # a vector per manifold point
 ManifoldValues = wp.types.vector(length=16, dtype=wp.float32)  # a number per manifold point
@@ -178,6 +183,50 @@ def manifold_end(c: Contacts, world: int, start: int, count: int) -> int:
     while e < count and c.body_a[world, e] == a and c.body_b[world, e] == b:
         e += 1
     return e
+
+
+@wp.func
+def order_manifolds(
+    bodies: Bodies,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    height: wp.array2d[wp.float32],
+    world: int,
+    count: int,
+    gravity: float,
+) -> int:
+    """Lists the world's manifolds from the bottom up (by the mean height of their points along the
+    up axis, ``-sign(gravity)`` z; z without gravity) in ``order``; returns how many there are.
+
+    The contact passes treat them in this order, whatever order the bodies are listed in: a stack
+    is solved from the ground up, so the last pass's shock propagation (the lower body held) fixes
+    each level on a level already fixed. Manifolds at the same height keep the narrowphase order
+    (insertion sort is stable).
+    """
+    up = wp.where(gravity > 0.0, -1.0, 1.0)
+    m = wp.int32(0)
+    k = wp.int32(0)
+    while k < count:
+        e = manifold_end(c, world, k, count)
+        a = c.body_a[world, k]
+        xa = bodies.position[world, a]
+        qa = bodies.rotation[world, a]
+        total = wp.float32(0.0)
+        for p in range(k, e):
+            total += (xa + wp.quat_rotate(qa, c.offset_a[world, p]))[2]
+        key = up * total / float(e - k)
+        j = m
+        while j > 0:
+            if height[world, j - 1] <= key:
+                break
+            order[world, j] = order[world, j - 1]
+            height[world, j] = height[world, j - 1]
+            j -= 1
+        order[world, j] = k
+        height[world, j] = key
+        m += 1
+        k = e
+    return m
 
 
 @wp.func
@@ -564,6 +613,8 @@ def step_bodies(
     contact__contact_normal_speed_out: wp.array2d[wp.float32],
     contact__contact_impulse_out: wp.array2d[wp.float32],
     contact__contact_friction_out: wp.array2d[wp.vec3],
+    contact__contact_order_out: wp.array2d[wp.int32],
+    contact__contact_height_out: wp.array2d[wp.float32],
     contact__overflow_out: wp.array[wp.int32],
     world_contact_count_out: wp.array[wp.int32],
 ):
@@ -646,12 +697,15 @@ def step_bodies(
             contact__contact_normal_speed_out[world, k] = wp.dot(n, v)
             contact__contact_impulse_out[world, k] = 0.0
             contact__contact_friction_out[world, k] = wp.vec3(0.0, 0.0, 0.0)
+        manifolds = order_manifolds(
+            bodies, c, contact__contact_order_out, contact__contact_height_out, world, count, gravity
+        )
         for it in range(CONTACT_PASSES):
             up = wp.vec3(0.0, 0.0, 0.0)
             if it == CONTACT_PASSES - 1:
                 up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
-            k = wp.int32(0)
-            while k < count:
+            for m in range(manifolds):
+                k = contact__contact_order_out[world, m]
                 e = manifold_end(c, world, k, count)
                 solve_manifold(
                     bodies,
@@ -665,7 +719,6 @@ def step_bodies(
                     round_radius(poses, world, contact__contact_body_a_out[world, k]),
                     round_radius(poses, world, contact__contact_body_b_out[world, k]),
                 )
-                k = e
         for j in range(joint__alive_in.shape[1]):
             if joint__alive_in[world, j] != 0:
                 solve_joint(
