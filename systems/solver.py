@@ -22,8 +22,10 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    accumulated impulse of at most ``mu lambda_n``: static friction holds, sliding is slowed by
    Coulomb friction). The last pass propagates shocks: a body resting on another is solved
    against the lower one held still, so a stack ends the substep with every contact satisfied
-   and nothing creeps. Then each fixed joint (anchor points together, relative orientation
-   held), with zero compliance;
+   and nothing creeps. Each pass begins with the fixed joints (anchor points together,
+   relative orientation held, zero compliance), so the contacts have the last word: a held
+   body may lag its holder a little but is never left pressed into a wall or another body,
+   whose push-back the next step would turn into speed;
 4. velocities from the position change over the substep;
 5. one velocity pass over contacts that pushed: restitution at each manifold's impulse-weighted
    centroid (the normal speed becomes ``-e`` times the approach speed before the solve; zero
@@ -704,6 +706,19 @@ def step_bodies(
             bodies, c, contact__contact_order_out, contact__contact_height_out, world, count, gravity
         )
         for it in range(CONTACT_PASSES):
+            # Joints first in every pass, contacts after: a held body may lag its holder a little,
+            # but is never left driven into another body (whose push-back would become speed).
+            for j in range(joint__alive_in.shape[1]):
+                if joint__alive_in[world, j] != 0:
+                    solve_joint(
+                        bodies,
+                        world,
+                        joint__joint_body_a_in[world, j],
+                        joint__joint_body_b_in[world, j],
+                        joint__joint_anchor_a_in[world, j],
+                        joint__joint_anchor_b_in[world, j],
+                        joint__joint_rotation_in[world, j],
+                    )
             up = wp.vec3(0.0, 0.0, 0.0)
             if it == CONTACT_PASSES - 1:
                 up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
@@ -721,17 +736,6 @@ def step_bodies(
                     up,
                     round_radius(poses, world, contact__contact_body_a_out[world, k]),
                     round_radius(poses, world, contact__contact_body_b_out[world, k]),
-                )
-        for j in range(joint__alive_in.shape[1]):
-            if joint__alive_in[world, j] != 0:
-                solve_joint(
-                    bodies,
-                    world,
-                    joint__joint_body_a_in[world, j],
-                    joint__joint_body_b_in[world, j],
-                    joint__joint_anchor_a_in[world, j],
-                    joint__joint_anchor_b_in[world, j],
-                    joint__joint_rotation_in[world, j],
                 )
         for i in range(nb):
             if body__alive_in[world, i] != 0 and movable(body__response_in[world, i], body__locked_by_in[world, i]):
