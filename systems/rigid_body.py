@@ -40,6 +40,7 @@ class Response(enum.IntEnum):
 DYNAMIC = wp.constant(int(Response.DYNAMIC))
 STATIC = wp.constant(int(Response.STATIC))
 KINEMATIC = wp.constant(int(Response.KINEMATIC))
+GYRO_NEWTON = wp.constant(2)  # Newton iterations of the implicit gyroscopic step (``gyroscopic_step``)
 
 
 # -- components ---------------------------------------------------------------------------------
@@ -208,8 +209,55 @@ def inverse_mass(mass: float, response: wp.int32, locked_by: wp.int32) -> float:
 
 @wp.func
 def rotate_by(q: wp.quat, dw: wp.vec3) -> wp.quat:
-    """``q`` turned by the small rotation vector ``dw`` (world frame), renormalised."""
-    return wp.normalize(q + wp.quat(dw[0], dw[1], dw[2], 0.0) * q * 0.5)
+    """``q`` turned by the rotation vector ``dw`` (world frame): by the angle ``|dw|`` about ``dw / |dw|``, renormalised.
+
+    The exact exponential map, so that ``rotation_vector`` recovers ``dw`` from the turn.
+    """
+    angle = wp.length(dw)
+    # sin(angle / 2) / angle is 1/2 to float32 precision below 1e-4 rad (and 0/0 at zero).
+    s = wp.where(angle > 1.0e-4, wp.sin(0.5 * angle) / angle, 0.5)
+    return wp.normalize(wp.quat(dw[0] * s, dw[1] * s, dw[2] * s, wp.cos(0.5 * angle)) * q)
+
+
+@wp.func
+def rotation_vector(dq: wp.quat) -> wp.vec3:
+    """Axis times angle of the unit quaternion ``dq``, the short way round (angle in [0, pi]); inverts ``rotate_by``."""
+    v = wp.vec3(dq[0], dq[1], dq[2])
+    c = dq[3]
+    if c < 0.0:
+        v = -v
+        c = -c
+    s = wp.length(v)
+    if s == 0.0:
+        return v
+    return v * (2.0 * wp.atan2(s, c) / s)
+
+
+@wp.func
+def gyroscopic_step(inertia: wp.mat33, w: wp.vec3, h: float) -> wp.vec3:
+    """Body-frame angular velocity after ``h`` seconds of torque-free motion (Euler's equations).
+
+    Implicit midpoint: ``I (w' - w) + h m x I m = 0`` with ``m = (w + w') / 2``, by ``GYRO_NEWTON``
+    Newton iterations from ``w' = w``. The midpoint rule keeps both quadratic invariants of Euler's
+    equations, the energy ``w . I w / 2`` and ``|I w|``, so a tumbling body neither gains nor loses
+    energy (implicit Euler, as in Bullet, loses about 10 % in 10 s at 3.6 rad/s and 1/120 s). Two
+    iterations reach float32 rounding up to about 0.3 rad of turn per step (36 rad/s at 1/120 s).
+    Far beyond that (a turn of a radian or more per step) the iterate can gain energy, which would
+    compound over steps: an iterate that gains more than rounding (1e-6) is scaled back to the
+    energy of ``w``. Scaling every iterate would bias the energy down by 5e-5 in 10 s (float32).
+    """
+    w_new = w
+    for _ in range(GYRO_NEWTON):
+        m = 0.5 * (w + w_new)
+        im = inertia * m
+        residual = inertia * (w_new - w) + wp.cross(m, im) * h
+        jacobian = inertia + (wp.skew(m) * inertia - wp.skew(im)) * (0.5 * h)
+        w_new = w_new - wp.inverse(jacobian) * residual
+    energy = wp.dot(w, inertia * w)
+    energy_new = wp.dot(w_new, inertia * w_new)
+    if energy_new > energy * (1.0 + 1.0e-6):
+        w_new = w_new * wp.sqrt(energy / energy_new)
+    return w_new
 
 
 @wp.func

@@ -58,3 +58,21 @@ def column(sim: ecs.BatchSim, name: str, archetype: str = "body") -> np.ndarray:
 
 def floor(friction: float = 0.5, restitution: float = 0.0) -> BodySpec:
     return BodySpec(ShapeType.PLANE, response=Response.STATIC, friction=friction, restitution=restitution)
+
+
+def box_inertia(half: tuple[float, float, float], mass: float) -> np.ndarray:
+    """Inertia tensor of a box of half extents ``half`` about its centre, body frame [kg m^2]."""
+    a, b, c = half
+    return mass / 3.0 * np.diag([b * b + c * c, a * a + c * c, a * a + b * b])
+
+
+def quat_matrix(q: np.ndarray) -> np.ndarray:
+    """Rotation matrix of the unit quaternion ``q`` (x, y, z, w)."""
+    x, y, z, w = q
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
