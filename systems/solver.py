@@ -74,6 +74,10 @@ NORMAL_SWEEPS = wp.constant(12)
 MAX_MANIFOLD = wp.constant(16)  # points of a manifold that the solver treats (the narrowphase makes at most 16)
 ManifoldRows = wp.types.matrix(shape=(16, 3), dtype=wp.float32)  # a vector per manifold point
 ManifoldValues = wp.types.vector(length=16, dtype=wp.float32)  # a number per manifold point
+LEVEL_SWEEPS = wp.constant(3)  # last pass: sweeps over the manifolds of one level (see step_bodies)
+# m: manifolds within this height of a level's lowest belong to it: supports at one height, not a
+# body touching two things at slightly different heights (a cube at a ramp's foot).
+LEVEL_GAP = wp.constant(1.0e-4)
 SETTLED = wp.constant(1.0e-7)  # m: a manifold's sweeps stop once the last one moved its bodies less than this
 # Last pass: a contact whose normal is this close to vertical (about 32 degrees) holds the lower
 # body. At 0.7 a 45-degree ramp's slope fell inside the cone, so a cube pushing up it held the
@@ -262,6 +266,23 @@ def order_manifolds(
         m += 1
         k = e
     return m
+
+
+@wp.func
+def level_shares_a_body(
+    bodies: Bodies, c: Contacts, order: wp.array2d[wp.int32], world: int, first: int, last: int
+) -> bool:
+    """Whether two manifolds of ``order[first:last]`` move one body (static and locked ones do not move)."""
+    for m in range(first, last):
+        k = order[world, m]
+        for other in range(m + 1, last):
+            j = order[world, other]
+            for side in range(2):
+                body = wp.where(side == 0, c.body_a[world, k], c.body_b[world, k])
+                shared = body == c.body_a[world, j] or body == c.body_b[world, j]
+                if shared and inv_mass_of(bodies, world, body) > 0.0:
+                    return True
+    return False
 
 
 @wp.func
@@ -752,21 +773,37 @@ def step_bodies(
             up = wp.vec3(0.0, 0.0, 0.0)
             if it == CONTACT_PASSES - 1:
                 up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
-            for m in range(manifolds):
-                k = contact__contact_order_out[world, m]
-                e = manifold_end(c, world, k, count)
-                solve_manifold(
-                    bodies,
-                    c,
-                    contact__contact_impulse_out,
-                    contact__contact_friction_out,
-                    world,
-                    k,
-                    e,
-                    up,
-                    round_radius(poses, world, contact__contact_body_a_out[world, k]),
-                    round_radius(poses, world, contact__contact_body_b_out[world, k]),
-                )
+            first = wp.int32(0)
+            while first < manifolds:
+                # A level: the manifolds at one height. When two of them move the same body (a cube
+                # resting on two others), the last pass goes over the level LEVEL_SWEEPS times, so
+                # the body settles on both supports rather than on the one solved last.
+                last = first + 1
+                while last < manifolds:
+                    if contact__contact_height_out[world, last] - contact__contact_height_out[world, first] > LEVEL_GAP:
+                        break
+                    last += 1
+                repeats = wp.int32(1)
+                if it == CONTACT_PASSES - 1 and last - first > 1:  # noqa: SIM102 (Warp evaluates both sides of `and`)
+                    if level_shares_a_body(bodies, c, contact__contact_order_out, world, first, last):
+                        repeats = LEVEL_SWEEPS
+                for _repeat in range(repeats):
+                    for m in range(first, last):
+                        k = contact__contact_order_out[world, m]
+                        e = manifold_end(c, world, k, count)
+                        solve_manifold(
+                            bodies,
+                            c,
+                            contact__contact_impulse_out,
+                            contact__contact_friction_out,
+                            world,
+                            k,
+                            e,
+                            up,
+                            round_radius(poses, world, contact__contact_body_a_out[world, k]),
+                            round_radius(poses, world, contact__contact_body_b_out[world, k]),
+                        )
+                first = last
         for i in range(nb):
             if body__alive_in[world, i] != 0 and movable(body__response_in[world, i], body__locked_by_in[world, i]):
                 body__linear_velocity_out[world, i] = (
