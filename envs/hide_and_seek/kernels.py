@@ -377,7 +377,6 @@ def random_rooms(b: Bodies, world: int, row: int, state: wp.uint32, level: Level
             level.wall_height,
             level.wall_friction,
         )
-
     return row, state
 
 

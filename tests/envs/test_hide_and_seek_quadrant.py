@@ -147,6 +147,13 @@ def test_quadrant_levels_follow_the_config(dropout, quadrant_size, uniform_hider
         assert 0.1 < hiders_in / (2 * WORLDS) < 0.45
 
 
+def test_quadrant_levels_do_not_depend_on_num_worlds():
+    few, many = quadrant(3), quadrant(9)
+    for column in ("kind", "alive", "position", "rotation", "size"):
+        np.testing.assert_array_equal(few.tensor("body", column).numpy(), many.tensor("body", column).numpy()[:3])
+    assert not np.array_equal(many.tensor("body", "position")[0].numpy(), many.tensor("body", "position")[1].numpy())
+
+
 def test_quadrant_horizon_is_80_steps_with_32_of_preparation():
     sim = quadrant(2)
     start = sim.tensor("body", "position").numpy().copy()
