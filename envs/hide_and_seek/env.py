@@ -8,7 +8,7 @@ and the unused slots are padded (``active`` 0, observations 0, reward 0).
 |---|---|---|
 | ``move`` | ``[num_worlds, 6, 3]`` int32 | bins 0..10 for force along world x, force along world y, torque about z; 5 = none; full scale ``move_force`` [N], ``turn_torque`` [N m] |
 | ``grab`` | ``[num_worlds, 6]`` int32 | 1: hold the reach target (nearest visible box or ramp within ``reach_distance``) with a fixed joint while 1; 0 releases |
-| ``lock`` | ``[num_worlds, 6]`` int32 | a press (0 -> 1) locks the unlocked reach target for the agent's team, or unlocks it if the team locked it |
+| ``lock`` | ``[num_worlds, 6]`` int32 | a press (0 -> 1) locks the unlocked reach target for the agent's team, or unlocks it if the team locked it (ramps only with ``lock_ramps``) |
 
 | Observation | shape | meaning |
 |---|---|---|
@@ -22,21 +22,33 @@ and the unused slots are padded (``active`` 0, observations 0, reward 0).
 
 | Reward | shape | value |
 |---|---|---|
-| ``sim.rewards`` | ``[num_worlds, 6]`` float32 | hiders +1 if no seeker sees any hider, else -1; seekers the negation; ``out_of_bounds_reward`` (-10) for an agent outside the floor square; 0 during preparation and for unused slots |
+| ``sim.rewards`` | ``[num_worlds, 6]`` float32 | by ``reward_type``: ``joint_zero_sum`` (default) hiders +1 if no seeker sees any hider, else -1, seekers the negation; ``selfish`` a hider -1 if some seeker sees it, else +1, a seeker +1 if it sees some hider, else -1; ``joint_mean`` each agent its team's mean of the selfish rewards. Then ``out_of_bounds_reward`` (-10) for an agent outside the play area (``play_area``, default the floor square), and for every agent while a box or ramp is outside it with ``penalize_objects_outside``; 0 during preparation and for unused slots |
 
 | Reset | |
 |---|---|
-| level | the fixed layout (``fixed_*`` fields) when ``fixed_agents`` is not empty, else a procedural level drawn on the device from the world's RNG: outside walls with probability ``outside_walls_prob``, 1..``max_rooms`` rooms split by walls with doors, 3..9 boxes (at least ``min_elongated_boxes`` elongated), 2 ramps, 1..3 hiders and 1..3 seekers, teammates within ``team_spawn_radius``, nothing overlapping |
-| state | velocities, forces, locks and grabs cleared |
+| level | the fixed layout (``fixed_*`` fields) when ``fixed_agents`` is not empty, else a procedural level drawn on the device from the world's RNG: outside walls with probability ``outside_walls_prob``; walls by ``scenario``: ``randomwalls`` 1..``max_rooms`` rooms split by walls with doors, ``quadrant`` one room in the (+x, -y) corner whose two walls have a door each, or with probability ``door_dropout_prob`` only one; ``min_boxes``..``max_boxes`` boxes (3..9; ``min_elongated_boxes``..``max_elongated_boxes`` of them elongated; in the quadrant room for ``quadrant``), ``num_ramps`` ramps (2), 1..3 hiders and 1..3 seekers (``quadrant``: seekers outside the room, hiders in it unless ``quadrant_hider_uniform_placement``), teammates within ``team_spawn_radius``, nothing overlapping |
+| state | velocities, forces, locks and grabs cleared; episode statistics zeroed, every body's ``start_position`` recorded |
 
 | Termination | |
 |---|---|
 | terminated | never |
-| truncated | ``max_episode_steps`` (240) steps |
+| truncated | ``max_episode_steps`` (240; ``quadrant.yaml`` 80) steps |
+
+| Statistics | shape | value (OpenAI's TrackStatWrapper, computed on the device) |
+|---|---|---|
+| ``max_box_move``, ``max_ramp_move`` | ``[num_worlds]`` float32 | largest distance of a box (ramp) from where it stood when the episode began [m], at the end of the episode |
+| ``num_box_lock``, ``num_ramp_lock`` | ``[num_worlds]`` int32 | boxes (ramps) locked at the end of the episode |
+| ``grab_steps`` | ``[num_worlds, 2]`` int32 | agent-steps holding a grab, hiders and seekers |
+| the same with ``_prep`` | as above | at the end of the last preparation step (grabs: during preparation) |
+
+Each is a singleton for the running episode (``sim.tensor("world", name)``, 0 after a reset) and a ``final_<name>``
+copy written in the step an episode ends, kept through the same-step reset (as ``final_obs``);
+``episode_stats(sim)`` returns them, ``ecs.EpisodeStats(sim, extra=FINAL_STATS)`` averages them over episodes.
 
 One step, in phase order: ACT ``act_agents`` (locks, grabs as fixed joints, drive forces; seekers frozen
 during preparation; it acts on the reach targets sensed with the last observation); PHYSICS ``find_pairs``;
-COLLIDE ``step_bodies``; REWARD ``reward_teams``; RESET ``reset_level``; SENSE ``cast_lidar_rays``,
+COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET ``reset_level``,
+``begin_episode_stats``; SENSE ``cast_lidar_rays``,
 ``observe_visibility_targets``, ``find_reach_targets``; OBSERVE ``observe_agents``. (With ``wide_sensors``
 False, lidar and visibility run as ``cast_lidar`` and ``observe_visibility``, a thread per agent.)
 """
@@ -56,9 +68,18 @@ from systems import physics, raycast
 from systems.locking import Team
 
 from . import kernels
-from .kernels import MAX_TEAM, NUM_AGENTS, NUM_RAMPS, Kind
+from .kernels import MAX_TEAM, NUM_AGENTS, NUM_RAMPS, RewardType, Scenario
 
 DEFAULT_YAML = os.path.join(os.path.dirname(__file__), "hide_and_seek.yaml")
+QUADRANT_YAML = os.path.join(os.path.dirname(__file__), "quadrant.yaml")
+
+# Config strings (OpenAI's names) and the enums the kernels read.
+SCENARIOS = {"randomwalls": Scenario.RANDOM_WALLS, "quadrant": Scenario.QUADRANT}
+REWARD_TYPES = {
+    "joint_zero_sum": RewardType.JOINT_ZERO_SUM,
+    "selfish": RewardType.SELFISH,
+    "joint_mean": RewardType.JOINT_MEAN,
+}
 
 
 @dataclass(frozen=True)
@@ -70,8 +91,12 @@ class HideAndSeekConfig:
     wall_height: float = 1.0  # m
     door_width: float = 0.4  # m, gap left in each inner wall (2 cells of OpenAI's 0.2 m grid)
     outside_walls_prob: float = 0.5  # probability that a procedural level has walls around the floor
-    max_rooms: int = 4  # rooms of a procedural level, 1..4
-    random_room_number: bool = True  # draw 1..max_rooms rooms per reset, else always max_rooms
+    scenario: str = "randomwalls"  # procedural walls: "randomwalls" (rooms) or "quadrant" (OpenAI's quadrant game)
+    max_rooms: int = 4  # rooms of a procedural level, 1..4 ("randomwalls")
+    random_room_number: bool = True  # draw 1..max_rooms rooms per reset, else always max_rooms ("randomwalls")
+    quadrant_size: float = 0.5  # side of the quadrant room / floor_size, in (0, 1) ("quadrant")
+    door_dropout_prob: float = 0.0  # probability that one of the quadrant room's two walls has no door ("quadrant")
+    quadrant_hider_uniform_placement: bool = False  # hiders start anywhere, else in the quadrant room ("quadrant")
     min_hiders: int = 1  # 1..3
     max_hiders: int = 3  # min_hiders..3
     min_seekers: int = 1  # 1..3
@@ -79,6 +104,9 @@ class HideAndSeekConfig:
     min_boxes: int = 3  # boxes per procedural level, >= 0
     max_boxes: int = 9  # also the box capacity (rows and observation slots), >= 1
     min_elongated_boxes: int = 3  # at least this many of the boxes are elongated
+    max_elongated_boxes: int | None = None  # at most this many (None: up to all of them)
+    num_ramps: int = 2  # ramps of a procedural level, 0..2 (the observation keeps 2 slots)
+    lock_ramps: bool = True  # whether agents can lock ramps (boxes always can)
     box_size: float = 0.5  # m, edge of a cube box
     elongated_box_scale: tuple[float, float, float] = (3.3, 0.3, 1.0)  # elongated box = box_size * scale
     ramp_size: tuple[float, float, float] = (0.5, 0.5, 0.5)  # m, full extents of a ramp's bounding box (45 degrees)
@@ -104,7 +132,10 @@ class HideAndSeekConfig:
     view_cone_degrees: float = 135.0  # full angle of the view cone
     reach_distance: float = 0.25  # m between surfaces, for grab and lock
     prep_fraction: float = 0.4  # share of the horizon that is preparation
-    out_of_bounds_reward: float = -10.0
+    reward_type: str = "joint_zero_sum"  # "joint_zero_sum", "selfish" or "joint_mean" (OpenAI's rew_type)
+    out_of_bounds_reward: float = -10.0  # an agent's reward for a step it ends outside the play area
+    play_area: tuple[float, ...] = ()  # (x_min, y_min, x_max, y_max) [m]; empty: the floor square
+    penalize_objects_outside: bool = False  # every agent gets out_of_bounds_reward while a box or ramp is outside it
     max_episode_steps: int = 240
     physics_dt: float = 1.0 / 30.0  # s per step
     physics_substeps: int = 4
@@ -155,7 +186,39 @@ class HideAndSeekConfig:
             raise ValueError(f"view_cone_degrees must be in (0, 360], got {self.view_cone_degrees}")
         if any(not (math.isfinite(v) and v > 0) for v in (*self.elongated_box_scale, *self.ramp_size)):
             raise ValueError("elongated_box_scale and ramp_size entries must be finite and > 0")
+        self._check_scenario()
         check_layout(self)
+
+    def _check_scenario(self) -> None:
+        """The scenario, reward type, play area and the counts that go with them."""
+        for name, allowed in (("scenario", SCENARIOS), ("reward_type", REWARD_TYPES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {sorted(allowed)}, got {getattr(self, name)!r}")
+        if not 0.0 < self.quadrant_size < 1.0:
+            raise ValueError(f"quadrant_size must be in (0, 1) (a fraction of floor_size), got {self.quadrant_size}")
+        side = self.quadrant_size * self.floor_size
+        if self.scenario == "quadrant" and side <= self.door_width + 2 * self.wall_thickness:
+            raise ValueError(
+                f"the quadrant room's side ({side:g} m = quadrant_size x floor_size) must exceed door_width + 2 x "
+                f"wall_thickness ({self.door_width + 2 * self.wall_thickness:g} m) to hold a door"
+            )
+        if not 0.0 <= self.door_dropout_prob <= 1.0:
+            raise ValueError(f"door_dropout_prob must be in [0, 1], got {self.door_dropout_prob}")
+        if not 0 <= self.num_ramps <= NUM_RAMPS:
+            raise ValueError(f"num_ramps must be in 0..{NUM_RAMPS}, got {self.num_ramps}")
+        if self.max_elongated_boxes is not None and not 0 <= self.min_elongated_boxes <= self.max_elongated_boxes:
+            raise ValueError(
+                "max_elongated_boxes must be None or >= min_elongated_boxes >= 0, got "
+                f"{self.min_elongated_boxes}, {self.max_elongated_boxes}"
+            )
+        if self.play_area:
+            if len(self.play_area) != 4 or not all(math.isfinite(v) for v in self.play_area):
+                raise ValueError(
+                    f"play_area must be empty or 4 finite numbers (x_min, y_min, x_max, y_max), got {self.play_area}"
+                )
+            x0, y0, x1, y1 = self.play_area
+            if not (x0 < x1 and y0 < y1):
+                raise ValueError(f"play_area needs x_min < x_max and y_min < y_max, got {self.play_area}")
 
     @property
     def fixed(self) -> bool:
@@ -166,6 +229,15 @@ class HideAndSeekConfig:
     def prep_steps(self) -> int:
         """Steps of the preparation phase (episode steps 1..prep_steps)."""
         return round(self.prep_fraction * self.max_episode_steps)
+
+    @property
+    def play_area_bounds(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """((x_min, y_min), (x_max, y_max)) of the play area [m]: ``play_area``, or the floor square."""
+        if self.play_area:
+            x0, y0, x1, y1 = self.play_area
+            return (x0, y0), (x1, y1)
+        half = 0.5 * self.floor_size
+        return (-half, -half), (half, half)
 
 
 # -- fixed layouts -----------------------------------------------------------------------------
@@ -292,6 +364,74 @@ BodyKind = ecs.Component(
 )
 
 
+StartPosition = ecs.Component(
+    "start_position",
+    wp.vec3,
+    doc="Where the body was when the episode began [m], written at every reset (the origin of the travel statistics).",
+)
+
+# The episode statistics of OpenAI's TrackStatWrapper (and grab counts): name, dtype, shape, meaning. Each is a
+# per-world singleton describing the current episode, with a ``final_`` twin holding the last ended episode's.
+_STATS = (
+    ("max_box_move_prep", wp.float32, (), "largest distance of a box from its start [m] at the end of preparation"),
+    ("max_box_move", wp.float32, (), "largest distance of a box from its start [m] at the end of the episode"),
+    ("num_box_lock_prep", wp.int32, (), "boxes locked at the end of preparation"),
+    ("num_box_lock", wp.int32, (), "boxes locked at the end of the episode"),
+    ("max_ramp_move_prep", wp.float32, (), "largest distance of a ramp from its start [m] at the end of preparation"),
+    ("max_ramp_move", wp.float32, (), "largest distance of a ramp from its start [m] at the end of the episode"),
+    ("num_ramp_lock_prep", wp.int32, (), "ramps locked at the end of preparation"),
+    ("num_ramp_lock", wp.int32, (), "ramps locked at the end of the episode"),
+    ("grab_steps_prep", wp.int32, (2,), "agent-steps holding a grab during preparation, [hiders, seekers]"),
+    ("grab_steps", wp.int32, (2,), "agent-steps holding a grab over the episode, [hiders, seekers]"),
+)
+STATS = tuple(name for name, *_ in _STATS)
+"""Names of the episode statistics, in ``episode_stats`` order."""
+FINAL_STATS = {name: f"final_{name}" for name in STATS}
+"""Statistic name -> the singleton holding its value for the last ended episode (``ecs.EpisodeStats(extra=...)``)."""
+
+
+def _stat_components() -> list[ecs.Component]:
+    out = []
+    for name, dtype, shape, doc in _STATS:
+        out.append(
+            ecs.Component(
+                name,
+                dtype,
+                shape=shape,
+                singleton=True,
+                doc=f"Statistic of the current episode: {doc} (0 until then; while the episode runs, as of the "
+                "last step).",
+            )
+        )
+        out.append(
+            ecs.Component(
+                f"final_{name}",
+                dtype,
+                shape=shape,
+                singleton=True,
+                doc=f"Statistic of the last ended episode: {doc}; written in the step the episode ends.",
+            )
+        )
+    return out
+
+
+def episode_stats(sim: ecs.BatchSim, *, final: bool = True) -> dict[str, Any]:
+    """Zero-copy torch views of the episode statistics, computed on the device (no host sync).
+
+    Args:
+        sim: a hide-and-seek simulation.
+        final: the statistics of each world's last ended episode (written in the step it ended, kept through
+            the same-step reset, as ``sim.final_obs``); False: those of the running episode.
+
+    Returns:
+        ``{name: tensor}`` for every name in ``STATS``: ``[num_worlds]`` float32 (``max_*_move*``, metres) or int32
+        (``num_*_lock*``), ``[num_worlds, 2]`` int32 for ``grab_steps*`` (hiders, seekers). Persistent views: the
+        next step overwrites them. 0 in a world that has not ended an episode yet.
+    """
+    prefix = "final_" if final else ""
+    return {name: sim.tensor("world", prefix + name) for name in STATS}
+
+
 @ecs.component
 class Holding:
     """1 while the agent holds its grab joint (joint row = agent slot), else 0."""
@@ -413,11 +553,16 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         "fixed_box_count": len(cfg.fixed_boxes),
         "fixed_ramp_count": len(cfg.fixed_ramps),
         "fixed_agent_count": len(cfg.fixed_agents),
+        "scenario_kind": int(SCENARIOS[cfg.scenario]),
+        "reward_kind": int(REWARD_TYPES[cfg.reward_type]),
+        "elongated_box_cap": cfg.max_boxes if cfg.max_elongated_boxes is None else cfg.max_elongated_boxes,
+        "play_area_lo": wp.vec2(*cfg.play_area_bounds[0]),
+        "play_area_hi": wp.vec2(*cfg.play_area_bounds[1]),
     }
     return ecs.EnvSpec(
         name="hide_and_seek",
         config=cfg,
-        archetypes=[*physics.archetypes(phys, body_extra=[BodyKind]), agent],
+        archetypes=[*physics.archetypes(phys, body_extra=[BodyKind, StartPosition]), agent],
         singletons=[
             *physics.singletons(),
             Move,
@@ -433,12 +578,15 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
             boxes_mask,
             ramps_mask,
             Active,
+            *_stat_components(),
         ],
         systems=[
             ecs.System(kernels.act_agents, ecs.Phase.ACT),
             *physics.systems(),
             ecs.System(kernels.reward_teams, ecs.Phase.REWARD),
+            ecs.System(kernels.track_episode_stats, ecs.Phase.REWARD),
             ecs.System(kernels.reset_level, ecs.Phase.RESET, dim="world"),
+            ecs.System(kernels.begin_episode_stats, ecs.Phase.RESET),
             *raycast.sensor_systems(wide=cfg.wide_sensors),
             ecs.System(kernels.observe_agents, ecs.Phase.OBSERVE),
         ],
@@ -465,4 +613,10 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
     )
 
 
-__all__ = ["HideAndSeekConfig", "Kind", "check_layout", "make"]
+def make_quadrant(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSpec:
+    """OpenAI's quadrant game: ``make`` with ``quadrant.yaml`` (or ``config``) and keyword overrides.
+
+    Register it under a name of your own with ``envs.register("hide_and_seek_quadrant",
+    "envs.hide_and_seek:make_quadrant")``, or name it directly: ``python -m ecs bench envs.hide_and_seek:make_quadrant``.
+    """
+    return make(config if config is not None else QUADRANT_YAML, **overrides)

@@ -1,6 +1,6 @@
-"""Hide-and-seek systems: level generation at reset, agent actions (move, grab, lock), team rewards and
-observations. Every kernel runs one thread per world; the reusable sensors (lidar, visibility, reach)
-come from ``systems.raycast``.
+"""Hide-and-seek systems: level generation at reset (random rooms or the quadrant game), agent actions
+(move, grab, lock), team rewards, episode statistics and observations. Every kernel runs one thread per
+world; the reusable sensors (lidar, visibility, reach) come from ``systems.raycast``.
 
 Body rows of a world are fixed: row 0 the floor, then ``max_walls`` wall rows, ``max_boxes`` box
 rows, ``NUM_RAMPS`` ramp rows and ``NUM_AGENTS`` agent rows (hider slots first). A reset turns rows
@@ -53,12 +53,33 @@ class Kind(enum.IntEnum):
     SEEKER = 6
 
 
+class Scenario(enum.IntEnum):
+    """How a procedural level's walls are drawn (config ``scenario``, OpenAI's names)."""
+
+    NONE = 0
+    RANDOM_WALLS = 1  # "randomwalls": 1..max_rooms rooms split by walls with doors
+    QUADRANT = 2  # "quadrant": one walled room in the floor's (+x, -y) corner
+
+
+class RewardType(enum.IntEnum):
+    """How visibility becomes the team reward (config ``reward_type``, OpenAI's ``rew_type`` names)."""
+
+    NONE = 0
+    JOINT_ZERO_SUM = 1  # "joint_zero_sum": hiders +1 if every hider is hidden, else -1; seekers the negation
+    SELFISH = 2  # "selfish": a hider -1 if some seeker sees it, else +1; a seeker +1 if it sees some hider, else -1
+    JOINT_MEAN = 3  # "joint_mean": each agent gets its team's mean of the selfish rewards
+
+
 FLOOR_KIND = wp.constant(int(Kind.FLOOR))
 WALL_KIND = wp.constant(int(Kind.WALL))
 BOX_KIND = wp.constant(int(Kind.BOX))
 RAMP_KIND = wp.constant(int(Kind.RAMP))
 HIDER_KIND = wp.constant(int(Kind.HIDER))
 SEEKER_KIND = wp.constant(int(Kind.SEEKER))
+
+QUADRANT_SCENARIO = wp.constant(int(Scenario.QUADRANT))
+SELFISH_REWARD = wp.constant(int(RewardType.SELFISH))
+JOINT_MEAN_REWARD = wp.constant(int(RewardType.JOINT_MEAN))
 
 _PLACE_TRIES = wp.constant(64)
 _GRID_STEP = wp.constant(0.1)
@@ -145,9 +166,11 @@ def put_wall(b: Bodies, world: int, row: int, w: WallVec, friction: float):
 
 
 @wp.func
-def fits(b: Bodies, world: int, x: float, y: float, ex: float, ey: float, half: float, clearance: float) -> bool:
-    """Whether the footprint (centre x, y; half extents ex, ey) lies in the floor and clear of every body."""
-    if x - ex < -half or x + ex > half or y - ey < -half or y + ey > half:
+def fits(
+    b: Bodies, world: int, x: float, y: float, ex: float, ey: float, lo: wp.vec2, hi: wp.vec2, clearance: float
+) -> bool:
+    """Whether the footprint (centre x, y; half extents ex, ey) lies in the region [lo, hi] and clear of every body."""
+    if x - ex < lo[0] or x + ex > hi[0] or y - ey < lo[1] or y + ey > hi[1]:
         return False
     for i in range(b.alive.shape[1]):
         if b.alive[world, i] != 0 and b.shape[world, i] != PLANE:
@@ -166,13 +189,14 @@ def place(
     shape: int,
     size: wp.vec3,
     yaw: float,
-    half: float,
+    lo: wp.vec2,
+    hi: wp.vec2,
     clearance: float,
     near: wp.vec3,
     near_radius: float,
 ):
-    """A free spot for a body: random tries (within ``near_radius`` of ``near`` when it is > 0), then a
-    deterministic grid scan. Returns (x, y, found, rng state)."""
+    """A free spot for a body in the region [lo, hi] (a rectangle of the floor): random tries (within
+    ``near_radius`` of ``near`` when it is > 0), then a deterministic grid scan. Returns (x, y, found, rng state)."""
     e = shape_extent(shape, size, yaw_quat(yaw))
     found = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
     x = wp.float32(0.0)
@@ -183,24 +207,25 @@ def place(
                 cx = near[0] + wp.randf(state, -near_radius, near_radius)
                 cy = near[1] + wp.randf(state, -near_radius, near_radius)
             else:
-                cx = wp.randf(state, -half + e[0], half - e[0])
-                cy = wp.randf(state, -half + e[1], half - e[1])
+                cx = wp.randf(state, lo[0] + e[0], hi[0] - e[0])
+                cy = wp.randf(state, lo[1] + e[1], hi[1] - e[1])
             d2 = (cx - near[0]) * (cx - near[0]) + (cy - near[1]) * (cy - near[1])
             if (near_radius <= 0.0 or d2 <= near_radius * near_radius) and fits(
-                b, world, cx, cy, e[0], e[1], half, clearance
+                b, world, cx, cy, e[0], e[1], lo, hi, clearance
             ):
                 x = cx
                 y = cy
                 found = True
     if not found:
-        n = int(2.0 * half / _GRID_STEP)
-        for k in range(n * n):
+        nx = int((hi[0] - lo[0]) / _GRID_STEP)
+        ny = int((hi[1] - lo[1]) / _GRID_STEP)
+        for k in range(nx * ny):
             if not found:
-                cx = -half + _GRID_STEP * (float(k % n) + 0.5)
-                cy = -half + _GRID_STEP * (float(k / n) + 0.5)
+                cx = lo[0] + _GRID_STEP * (float(k % nx) + 0.5)
+                cy = lo[1] + _GRID_STEP * (float(k / nx) + 0.5)
                 d2 = (cx - near[0]) * (cx - near[0]) + (cy - near[1]) * (cy - near[1])
                 if (near_radius <= 0.0 or d2 <= near_radius * near_radius) and fits(
-                    b, world, cx, cy, e[0], e[1], half, clearance
+                    b, world, cx, cy, e[0], e[1], lo, hi, clearance
                 ):
                     x = cx
                     y = cy
@@ -286,8 +311,110 @@ LevelResources = ecs.resource_bundle(
         "fixed_box_count": int,
         "fixed_ramp_count": int,
         "fixed_agent_count": int,
+        "scenario_kind": int,
+        "quadrant_size": float,
+        "door_dropout_prob": float,
+        "quadrant_hider_uniform_placement": bool,
+        "num_ramps": int,
+        "elongated_box_cap": int,
     },
 )
+
+
+@wp.func
+def random_rooms(b: Bodies, world: int, row: int, state: wp.uint32, level: LevelResources, half: float):
+    """Rooms of the random-walls scenario: a wall across the floor at a random x, then one across each half at a
+    random y, each with a door; 1..``max_rooms`` rooms. Returns (next wall row, rng state)."""
+    rooms = level.max_rooms
+    if level.random_room_number:
+        rooms, state = randi(state, 1, level.max_rooms)
+    margin = 1.2  # m: every room at least this wide
+    split_x = wp.float32(0.0)
+    if rooms >= 2:
+        split_x = wp.randf(state, -half + 2.0 * margin, half - 2.0 * margin)
+        door = wp.randf(state, 0.5 * level.door_width + 0.3, level.floor_size - 0.5 * level.door_width - 0.3)
+        row = wall_with_door(
+            b,
+            world,
+            row,
+            wp.vec2(split_x, -half),
+            wp.vec2(split_x, half),
+            door,
+            level.door_width,
+            level.wall_thickness,
+            level.wall_height,
+            level.wall_friction,
+        )
+    if rooms >= 3:
+        y = wp.randf(state, -half + margin, half - margin)
+        width = split_x + half
+        door = wp.randf(state, 0.5 * level.door_width + 0.2, width - 0.5 * level.door_width - 0.2)
+        row = wall_with_door(
+            b,
+            world,
+            row,
+            wp.vec2(-half, y),
+            wp.vec2(split_x - 0.5 * level.wall_thickness, y),
+            door,
+            level.door_width,
+            level.wall_thickness,
+            level.wall_height,
+            level.wall_friction,
+        )
+    if rooms >= 4:
+        y = wp.randf(state, -half + margin, half - margin)
+        width = half - split_x
+        door = wp.randf(state, 0.5 * level.door_width + 0.2, width - 0.5 * level.door_width - 0.2)
+        row = wall_with_door(
+            b,
+            world,
+            row,
+            wp.vec2(split_x + 0.5 * level.wall_thickness, y),
+            wp.vec2(half, y),
+            door,
+            level.door_width,
+            level.wall_thickness,
+            level.wall_height,
+            level.wall_friction,
+        )
+    return row, state
+
+
+@wp.func
+def quadrant_walls(b: Bodies, world: int, row: int, state: wp.uint32, level: LevelResources, half: float):
+    """The quadrant game's room: two walls closing off the floor's (+x, -y) corner, ``quadrant_size`` of the floor
+    on a side, each with a door; with probability ``door_dropout_prob`` one of them (drawn) has none.
+    Returns (next wall row, rng state)."""
+    q = level.quadrant_size * level.floor_size
+    x = half - q
+    y = -half + q
+    t = level.wall_thickness
+    dw = level.door_width
+    door_x = bool(True)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
+    door_y = bool(True)  # noqa: UP018 (as door_x)
+    if wp.randf(state) < level.door_dropout_prob:
+        keep, state = randi(state, 0, 1)
+        door_x = keep == 0
+        door_y = keep == 1
+    # The wall along x = const from the floor's edge to the corner, then the wall along y = const from the
+    # corner to the floor's edge; a door keeps a wall thickness clear of both ends.
+    a = wp.vec2(x, -half)
+    c = wp.vec2(x, y)
+    if door_x:
+        at = wp.randf(state, 0.5 * dw + t, q - 0.5 * dw - t)
+        row = wall_with_door(b, world, row, a, c, at, dw, t, level.wall_height, level.wall_friction)
+    else:
+        put_wall(b, world, row, WallVec(a[0], a[1], c[0], c[1], t, level.wall_height), level.wall_friction)
+        row += 1
+    a = wp.vec2(x, y)
+    c = wp.vec2(half, y)
+    if door_y:
+        at = wp.randf(state, 0.5 * dw + t, q - 0.5 * dw - t)
+        row = wall_with_door(b, world, row, a, c, at, dw, t, level.wall_height, level.wall_friction)
+    else:
+        put_wall(b, world, row, WallVec(a[0], a[1], c[0], c[1], t, level.wall_height), level.wall_friction)
+        row += 1
+    return row, state
 
 
 @wp.kernel
@@ -415,68 +542,32 @@ def reset_level(
         put_wall(b, world, row + 2, WallVec(-e, -half, -e, half, t, level.wall_height), level.wall_friction)
         put_wall(b, world, row + 3, WallVec(e, -half, e, half, t, level.wall_height), level.wall_friction)
         row += 4
-    rooms = level.max_rooms
-    if level.random_room_number:
-        rooms, state = randi(state, 1, level.max_rooms)
-    margin = 1.2  # m: every room at least this wide
-    split_x = wp.float32(0.0)
-    if rooms >= 2:
-        split_x = wp.randf(state, -half + 2.0 * margin, half - 2.0 * margin)
-        door = wp.randf(state, 0.5 * level.door_width + 0.3, level.floor_size - 0.5 * level.door_width - 0.3)
-        row = wall_with_door(
-            b,
-            world,
-            row,
-            wp.vec2(split_x, -half),
-            wp.vec2(split_x, half),
-            door,
-            level.door_width,
-            level.wall_thickness,
-            level.wall_height,
-            level.wall_friction,
-        )
-    if rooms >= 3:
-        y = wp.randf(state, -half + margin, half - margin)
-        width = split_x + half
-        door = wp.randf(state, 0.5 * level.door_width + 0.2, width - 0.5 * level.door_width - 0.2)
-        row = wall_with_door(
-            b,
-            world,
-            row,
-            wp.vec2(-half, y),
-            wp.vec2(split_x - 0.5 * level.wall_thickness, y),
-            door,
-            level.door_width,
-            level.wall_thickness,
-            level.wall_height,
-            level.wall_friction,
-        )
-    if rooms >= 4:
-        y = wp.randf(state, -half + margin, half - margin)
-        width = half - split_x
-        door = wp.randf(state, 0.5 * level.door_width + 0.2, width - 0.5 * level.door_width - 0.2)
-        row = wall_with_door(
-            b,
-            world,
-            row,
-            wp.vec2(split_x + 0.5 * level.wall_thickness, y),
-            wp.vec2(half, y),
-            door,
-            level.door_width,
-            level.wall_thickness,
-            level.wall_height,
-            level.wall_friction,
-        )
+    if level.scenario_kind == QUADRANT_SCENARIO:
+        row, state = quadrant_walls(b, world, row, state, level, half)
+    else:
+        row, state = random_rooms(b, world, row, state, level, half)
+    floor_lo = wp.vec2(-half, -half)
+    floor_hi = wp.vec2(half, half)
+    q = level.quadrant_size * level.floor_size
+    quadrant_lo = wp.vec2(half - q, -half)
+    quadrant_hi = wp.vec2(half, -half + q)
+    box_lo = wp.vec2(floor_lo[0], floor_lo[1])
+    box_hi = wp.vec2(floor_hi[0], floor_hi[1])
+    if level.scenario_kind == QUADRANT_SCENARIO:
+        box_lo = quadrant_lo
+        box_hi = quadrant_hi
 
     none = wp.vec3(0.0, 0.0, 0.0)
     n_boxes, state = randi(state, level.min_boxes, level.max_boxes)
-    n_long, state = randi(state, wp.min(level.min_elongated_boxes, n_boxes), n_boxes)
+    n_long, state = randi(state, wp.min(level.min_elongated_boxes, n_boxes), wp.min(level.elongated_box_cap, n_boxes))
     for i in range(n_boxes):
         size = unit
         if i < n_long:
             size = wp.cw_mul(unit, level.elongated_box_scale)
         yaw = float(wp.where(wp.randf(state) < 0.5, 0.0, 0.5 * wp.pi))
-        x, y, found, state = place(b, world, state, BOX, size, yaw, half, level.placement_clearance, none, 0.0)
+        x, y, found, state = place(
+            b, world, state, BOX, size, yaw, box_lo, box_hi, level.placement_clearance, none, 0.0
+        )
         if found:
             put_body(
                 b,
@@ -492,9 +583,11 @@ def reset_level(
                 level.box_friction,
             )
     rs = level.ramp_size * 0.5
-    for i in range(_NUM_RAMPS):
+    for i in range(level.num_ramps):
         yaw = 0.5 * wp.pi * float(int(wp.randf(state) * 4.0) % 4)
-        x, y, found, state = place(b, world, state, WEDGE, rs, yaw, half, level.placement_clearance, none, 0.0)
+        x, y, found, state = place(
+            b, world, state, WEDGE, rs, yaw, floor_lo, floor_hi, level.placement_clearance, none, 0.0
+        )
         if found:
             put_body(
                 b,
@@ -521,12 +614,24 @@ def reset_level(
             if not done:
                 ok = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
                 first = wp.vec3(0.0, 0.0, 0.0)
+                lo = wp.vec2(floor_lo[0], floor_lo[1])
+                hi = wp.vec2(floor_hi[0], floor_hi[1])
+                if level.scenario_kind == QUADRANT_SCENARIO and team == 0:  # noqa: SIM102
+                    if not level.quadrant_hider_uniform_placement:
+                        lo = quadrant_lo
+                        hi = quadrant_hi
                 for k in range(count):
                     slot = team * _MAX_TEAM + k
                     yaw = wp.randf(state, -wp.pi, wp.pi)
                     radius = wp.where(k == 0 or attempt == _TEAM_ATTEMPTS - 1, 0.0, level.team_spawn_radius)
+                    if level.scenario_kind == QUADRANT_SCENARIO and team == 1 and (k == 0 or radius <= 0.0):
+                        # A seeker starts in one of the three other quadrants, drawn (teammates placed near
+                        # their first agent share its quadrant).
+                        other, state = randi(state, 0, 2)
+                        lo = wp.vec2(wp.where(other == 2, half - q, -half), wp.where(other == 0, -half, -half + q))
+                        hi = wp.vec2(wp.where(other == 2, half, half - q), wp.where(other == 0, -half + q, half))
                     x, y, found, state = place(
-                        b, world, state, SPHERE, ball, yaw, half, level.placement_clearance, first, radius
+                        b, world, state, SPHERE, ball, yaw, lo, hi, level.placement_clearance, first, radius
                     )
                     if k == 0:
                         first = wp.vec3(x, y, 0.0)
@@ -593,6 +698,7 @@ def act_agents(
     turn_torque: float,
     move_damping: float,
     turn_damping: float,
+    lock_ramps: bool,
     # Components in:
     world_episode_step_in: wp.int32,
     world_move_in: wp.array2d[wp.vec3i],
@@ -613,6 +719,9 @@ def act_agents(
             frozen = prep and agent_in.team[world, a] == 1
             pressed = world_lock_in[world, a] != 0 and not frozen
             target = grabbable(agent_in.reach_target[world, a], body_in.kind, world)
+            if target >= 0:  # noqa: SIM102 (Warp does not short-circuit: target may be -1)
+                if body_in.kind[world, target] == RAMP_KIND and not lock_ramps:
+                    target = -1
             if pressed and agent_out.lock_pressed[world, a] == 0 and target >= 0:
                 team = agent_in.team[world, a]
                 if body_out.locked_by[world, target] == 0:
@@ -673,11 +782,31 @@ BodyShapes = ecs.bundle(
 
 
 @wp.func
+def outside(p: wp.vec3, lo: wp.vec2, hi: wp.vec2) -> bool:
+    """Whether ``p`` lies outside the play area [lo, hi] (in x or y)."""
+    return p[0] < lo[0] or p[0] > hi[0] or p[1] < lo[1] or p[1] > hi[1]
+
+
+@wp.func
+def own_reward(team: int, slot: int, hiders_seen: int, seekers_seeing: int) -> float:
+    """OpenAI's "selfish" reward of one agent: a hider -1 if some seeker sees it, else +1; a seeker +1 if it sees
+    some hider, else -1 (``hiders_seen`` and ``seekers_seeing`` hold one bit per agent slot)."""
+    if team == 0:
+        return wp.where((hiders_seen >> slot) & 1 != 0, -1.0, 1.0)
+    return wp.where((seekers_seeing >> slot) & 1 != 0, 1.0, -1.0)
+
+
+@wp.func
 def reward_teams(
     world: wp.int32,
     # Resources:
     prep_steps: int,
-    floor_size: float,
+    reward_kind: int,
+    play_area_lo: wp.vec2,
+    play_area_hi: wp.vec2,
+    penalize_objects_outside: bool,
+    first_box_row: int,
+    first_agent_row: int,
     view_half_angle: float,
     out_of_bounds_reward: float,
     # Components in:
@@ -688,12 +817,16 @@ def reward_teams(
     world_reward_out: wp.array2d[wp.float32],
     world_hiders_seen_out: wp.array[wp.int32],
 ):
-    """Hiders +1 when no seeker sees any hider, else -1; seekers the negation; -10 outside the floor; 0 in preparation.
+    """The team reward of ``reward_kind`` (a ``RewardType``) from who sees whom; ``out_of_bounds_reward`` for an
+    agent outside the play area (for every agent while a box or ramp is outside it, with ``penalize_objects_outside``);
+    0 in preparation.
 
     A per-world function on whole tables (the engine writes its kernel, and can fuse it).
     """
     c = wp.cos(view_half_angle)
     seen = wp.int32(0)
+    hiders_seen = wp.int32(0)  # bit h: some seeker sees hider slot h
+    seekers_seeing = wp.int32(0)  # bit s: seeker slot s sees some hider
     for s in range(_NUM_AGENTS):
         if agent_in.alive[world, s] != 0 and agent_in.team[world, s] == 1:
             for h in range(_NUM_AGENTS):
@@ -711,18 +844,167 @@ def reward_teams(
                     )
                     if t >= 0.0:
                         seen = 1
+                        hiders_seen = hiders_seen | (1 << h)
+                        seekers_seeing = seekers_seeing | (1 << s)
     world_hiders_seen_out[world] = seen
+    # Each agent's own ("selfish") reward, and its team's sum and size for "joint_mean".
+    sums = wp.vec2(0.0, 0.0)
+    sizes = wp.vec2(0.0, 0.0)
+    for a in range(_NUM_AGENTS):
+        if agent_in.alive[world, a] != 0:
+            team = agent_in.team[world, a]
+            sums[team] = sums[team] + own_reward(team, a, hiders_seen, seekers_seeing)
+            sizes[team] = sizes[team] + 1.0
+    objects_out = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+    if penalize_objects_outside:
+        for row in range(first_box_row, first_agent_row):
+            if body_in.alive[world, row] != 0 and outside(body_in.position[world, row], play_area_lo, play_area_hi):
+                objects_out = True
     prep = world_episode_step_in <= prep_steps
-    half = 0.5 * floor_size
     for a in range(_NUM_AGENTS):
         r = wp.float32(0.0)
         if agent_in.alive[world, a] != 0 and not prep:
+            team = agent_in.team[world, a]
             hider = float(wp.where(seen != 0, -1.0, 1.0))
-            r = wp.where(agent_in.team[world, a] == 0, hider, -hider)
-            p = body_in.position[world, agent_in.body_row[world, a]]
-            if wp.abs(p[0]) > half or wp.abs(p[1]) > half:
+            r = wp.where(team == 0, hider, -hider)
+            if reward_kind == SELFISH_REWARD:
+                r = own_reward(team, a, hiders_seen, seekers_seeing)
+            elif reward_kind == JOINT_MEAN_REWARD:
+                r = sums[team] / sizes[team]
+            if objects_out or outside(body_in.position[world, agent_in.body_row[world, a]], play_area_lo, play_area_hi):
                 r = out_of_bounds_reward
         world_reward_out[world, a] = r
+
+
+# -- episode statistics (OpenAI's TrackStatWrapper) --------------------------------------------------
+
+# Column bundles of the statistics systems (whole columns, indexed [world, row]).
+AgentGrips = ecs.bundle("AgentGrips", ["alive", ("team", wp.int32), ("holding", wp.int32)])
+BodyTravel = ecs.bundle(
+    "BodyTravel", ["alive", ("position", wp.vec3), ("start_position", wp.vec3), ("locked_by", wp.int32)]
+)
+BodyPositions = ecs.bundle("BodyPositions", [("position", wp.vec3)])
+BodyStarts = ecs.bundle("BodyStarts", [("start_position", wp.vec3)])
+
+
+@wp.func
+def travel(body_in: BodyTravel, world: int, first: int, end: int):
+    """Over the live rows ``first..end-1``: the largest distance from a row's episode-start position [m], and how
+    many rows are locked."""
+    move = wp.float32(0.0)
+    locks = wp.int32(0)
+    for r in range(first, end):
+        if body_in.alive[world, r] != 0:
+            move = wp.max(move, wp.length(body_in.position[world, r] - body_in.start_position[world, r]))
+            if body_in.locked_by[world, r] != 0:
+                locks += 1
+    return move, locks
+
+
+@wp.func
+def track_episode_stats(
+    world: wp.int32,
+    # Resources:
+    prep_steps: int,
+    first_box_row: int,
+    first_ramp_row: int,
+    first_agent_row: int,
+    # Components in:
+    world_episode_step_in: wp.int32,
+    world_terminated_in: wp.bool,
+    world_truncated_in: wp.bool,
+    agent_in: AgentGrips,
+    body_in: BodyTravel,
+    # Components out:
+    world_max_box_move_out: wp.array[wp.float32],
+    world_num_box_lock_out: wp.array[wp.int32],
+    world_max_ramp_move_out: wp.array[wp.float32],
+    world_num_ramp_lock_out: wp.array[wp.int32],
+    world_grab_steps_out: wp.array2d[wp.int32],
+    world_max_box_move_prep_out: wp.array[wp.float32],
+    world_num_box_lock_prep_out: wp.array[wp.int32],
+    world_max_ramp_move_prep_out: wp.array[wp.float32],
+    world_num_ramp_lock_prep_out: wp.array[wp.int32],
+    world_grab_steps_prep_out: wp.array2d[wp.int32],
+    world_final_max_box_move_out: wp.array[wp.float32],
+    world_final_num_box_lock_out: wp.array[wp.int32],
+    world_final_max_ramp_move_out: wp.array[wp.float32],
+    world_final_num_ramp_lock_out: wp.array[wp.int32],
+    world_final_grab_steps_out: wp.array2d[wp.int32],
+    world_final_max_box_move_prep_out: wp.array[wp.float32],
+    world_final_num_box_lock_prep_out: wp.array[wp.int32],
+    world_final_max_ramp_move_prep_out: wp.array[wp.float32],
+    world_final_num_ramp_lock_prep_out: wp.array[wp.int32],
+    world_final_grab_steps_prep_out: wp.array2d[wp.int32],
+):
+    """The current episode's statistics after this step: box and ramp travel and locks now, agent-steps holding
+    a grab per team; the ``_prep`` ones are taken at the end of the last preparation step (and stay 0 before).
+    When the episode ends with this step they are also copied to the ``final_`` singletons, which the same-step
+    reset leaves alone (as ``final_obs``)."""
+    box_move, box_locks = travel(body_in, world, first_box_row, first_ramp_row)
+    ramp_move, ramp_locks = travel(body_in, world, first_ramp_row, first_agent_row)
+    world_max_box_move_out[world] = box_move
+    world_num_box_lock_out[world] = box_locks
+    world_max_ramp_move_out[world] = ramp_move
+    world_num_ramp_lock_out[world] = ramp_locks
+    prep = world_episode_step_in <= prep_steps
+    for a in range(_NUM_AGENTS):
+        if agent_in.alive[world, a] != 0 and agent_in.holding[world, a] != 0:
+            team = agent_in.team[world, a]
+            world_grab_steps_out[world, team] = world_grab_steps_out[world, team] + 1
+            if prep:
+                world_grab_steps_prep_out[world, team] = world_grab_steps_prep_out[world, team] + 1
+    if world_episode_step_in == prep_steps:
+        world_max_box_move_prep_out[world] = box_move
+        world_num_box_lock_prep_out[world] = box_locks
+        world_max_ramp_move_prep_out[world] = ramp_move
+        world_num_ramp_lock_prep_out[world] = ramp_locks
+    if world_terminated_in or world_truncated_in:
+        world_final_max_box_move_out[world] = box_move
+        world_final_num_box_lock_out[world] = box_locks
+        world_final_max_ramp_move_out[world] = ramp_move
+        world_final_num_ramp_lock_out[world] = ramp_locks
+        world_final_max_box_move_prep_out[world] = world_max_box_move_prep_out[world]
+        world_final_num_box_lock_prep_out[world] = world_num_box_lock_prep_out[world]
+        world_final_max_ramp_move_prep_out[world] = world_max_ramp_move_prep_out[world]
+        world_final_num_ramp_lock_prep_out[world] = world_num_ramp_lock_prep_out[world]
+        for team in range(2):
+            world_final_grab_steps_out[world, team] = world_grab_steps_out[world, team]
+            world_final_grab_steps_prep_out[world, team] = world_grab_steps_prep_out[world, team]
+
+
+@wp.func
+def begin_episode_stats(
+    world: wp.int32,
+    # Components in:
+    body_in: BodyPositions,
+    # Components out:
+    body_out: BodyStarts,
+    world_max_box_move_out: wp.array[wp.float32],
+    world_num_box_lock_out: wp.array[wp.int32],
+    world_max_ramp_move_out: wp.array[wp.float32],
+    world_num_ramp_lock_out: wp.array[wp.int32],
+    world_grab_steps_out: wp.array2d[wp.int32],
+    world_max_box_move_prep_out: wp.array[wp.float32],
+    world_num_box_lock_prep_out: wp.array[wp.int32],
+    world_max_ramp_move_prep_out: wp.array[wp.float32],
+    world_num_ramp_lock_prep_out: wp.array[wp.int32],
+    world_grab_steps_prep_out: wp.array2d[wp.int32],
+):
+    """A new episode (RESET, after the level is built): every body's start position, statistics zeroed."""
+    for r in range(body_in.position.shape[1]):
+        body_out.start_position[world, r] = body_in.position[world, r]
+    world_max_box_move_out[world] = 0.0
+    world_num_box_lock_out[world] = 0
+    world_max_ramp_move_out[world] = 0.0
+    world_num_ramp_lock_out[world] = 0
+    world_max_box_move_prep_out[world] = 0.0
+    world_num_box_lock_prep_out[world] = 0
+    world_max_ramp_move_prep_out[world] = 0.0
+    world_num_ramp_lock_prep_out[world] = 0
+    for team in range(2):
+        world_grab_steps_out[world, team] = 0
+        world_grab_steps_prep_out[world, team] = 0
 
 
 @wp.func
