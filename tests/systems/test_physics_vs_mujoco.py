@@ -68,8 +68,9 @@ def test_box_pushed_and_released_stops_where_mujocos_does():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the cube climbs the ramp and a yaw of the pair that starts near 1e-3 rad grows until they spin: 0.67 m "
-    "sideways in 2 s (each manifold's points are swept in one order, which breaks the mirror symmetry)",
+    reason="the scene is unstable in yaw: in MuJoCo itself the cube moved 0.1 um sideways at the start ends 69 mm "
+    "sideways after 2 s; this engine's float32 sweeps seed such a turn (5-700 mm depending on solver settings), "
+    "so the target needs mirror-exact arithmetic or a stable symmetric scene",
 )
 def test_symmetric_scene_stays_symmetric():
     assert both(suite.symmetric(2.0))[0] < 1.0
