@@ -47,7 +47,14 @@ def test_mujoco_meets_the_absolute_targets():
     [
         10.0,
         20.0,
-        pytest.param(40.0, marks=pytest.mark.xfail(strict=True, reason="22 % short of MuJoCo's travel at 40 N")),
+        pytest.param(
+            40.0,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="22 % short of MuJoCo's unperturbed travel at 40 N; the push is unstable in yaw, and MuJoCo's "
+                "own travel falls from 20.4 m to 19.9 / 17.6 / 14.0 m when the cube starts 0.1 / 1 / 10 um off centre",
+            ),
+        ),
     ],
 )
 def test_ramp_pushed_at_its_high_end_travels_like_mujocos(force):
