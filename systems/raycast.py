@@ -18,8 +18,10 @@ The names in brackets are the wide forms (a thread per ray, per target) with bit
 ``sensor_systems(wide=...)`` returns one form or the other with its launch shape.
 
 Lidar ray ``i`` of ``n`` points at angle ``2 pi i / n`` from the body's +x axis, turning about
-its +z axis, in the body's frame. A body is visible when its centre lies inside the view cone
-and the ray towards its centre meets it before anything else. A reach target is the nearest
+its +z axis, in the body's frame. A body is visible when its centre lies inside the view cone (a
+sector of the ground plane around the body's heading, so height does not matter, as in OpenAI's
+hide-and-seek; a centre straight above or below counts as inside) and the ray towards its centre
+meets it before anything else. A reach target is the nearest
 visible dynamic body whose surface lies within ``reach_distance`` of the caster's surface along
 that ray (the caster's surface distance is its ray-exit distance).
 """
@@ -312,9 +314,16 @@ def sees(
     if dist < 1.0e-9:
         return -1.0
     d = to / dist
+    # The cone is a sector of the ground plane, as in OpenAI's hide-and-seek (in_cone2d): what
+    # matters is the bearing of the target, not how far above or below the caster it lies, so a
+    # box the caster stands on, or an agent on a box beside it, is in view when ahead.
     forward = wp.quat_rotate(rotation[world, me], wp.vec3(1.0, 0.0, 0.0))
-    if wp.dot(forward, d) < cos_half_angle:
-        return -1.0
+    ahead = wp.vec2(forward[0], forward[1])
+    bearing = wp.vec2(to[0], to[1])
+    flat = wp.length(bearing)
+    if flat > 1.0e-6 and wp.length(ahead) > 1.0e-6:  # noqa: SIM102 (Warp evaluates every operand of `and`)
+        if wp.dot(wp.normalize(ahead), bearing / flat) < cos_half_angle:
+            return -1.0
     t, hit = cast_ray(alive, shape, size, position, rotation, world, o, d, dist + 1.0e-3, me)
     if hit != target:
         return -1.0
