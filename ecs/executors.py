@@ -9,6 +9,9 @@ k steps). An *executor* decides when those launches happen:
   every call replays it (the default; CUDA graphs on a GPU, Warp's replayed command lists on CPU).
 - ``Threaded``: CPU only, fused envs: a call over enough world-steps runs the fused kernel on
   chunks of worlds, one thread each; smaller calls go to the executor it wraps.
+- ``Eager`` over a ``SplitRecorder``: CPU only, unfused envs with world-local raw kernels
+  (``System(world_local=True)``: physics, sensors): each of those runs on chunks of worlds, one
+  thread each, the other launches as they are.
 
 Every executor gives the same results bit for bit (``tests/ecs/test_executors.py`` runs them
 side by side). ``ecs.diagnostics`` adds instrumented recorders (timing, NaN checks) built with
@@ -29,7 +32,7 @@ from .fusion import FusedKernel, build_fused
 from .graph import TaskGraph
 from .program import RESET, STEP, IfEnded, Item, Phases, Rule
 from .schema import EnvSpec, Phase
-from .storage import Storage
+from .storage import INT32_MAX, Storage
 
 if TYPE_CHECKING:
     from .flags import ErrorFlags
@@ -201,6 +204,9 @@ class Recorder:
 
         wp.capture_while(condition=self.loop_cond, while_body=iteration)
 
+    def close(self) -> None:
+        """Releases threads; the recorder is not used afterwards."""
+
     def staged(self, k: int) -> None:
         """The staging buffers now hold ``k`` steps (they were reallocated)."""
         self.staging_flat = [self.storage.flat(self.storage.staging[key], k) for key in self.storage.action_keys]
@@ -248,6 +254,74 @@ class FusedRecorder(Recorder):
         self.launch(Launch("fused_step", Phase.NONE, fused.kernel, dim, self.inputs(fused, steps)))
 
 
+class SplitRecorder(Recorder):
+    """CPU: launches world-local raw kernels on chunks of worlds, one thread each, eagerly.
+
+    A chunk gets the arrays of its worlds (slices along the world axis) and overflow counters of
+    its own, merged into the simulation's after every launch with its worlds made global again.
+    The worlds of a kernel are independent, so the chunks' results are those of one launch.
+
+    Args:
+        chunks: ``[(first world, end)]``, one per thread.
+    """
+
+    def __init__(self, *args: Any, chunks: list[tuple[int, int]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.chunks = chunks
+        self._pool = ThreadPoolExecutor(max_workers=len(chunks) - 1)
+        self._counters = [
+            {name: wp.array([0, INT32_MAX], dtype=wp.int32, device="cpu") for name in self.storage.overflow}
+            for _ in chunks
+        ]
+        self._split: dict[int, list] = {}
+        for task in self.graph.tasks:
+            launch = self.launches[id(task)]
+            if task.system.world_local:
+                split = self._split_launch(task, launch)
+                if split is not None:
+                    self._split[id(launch)] = split
+
+    @property
+    def splits(self) -> int:
+        """How many systems run on chunks of worlds."""
+        return len(self._split)
+
+    def _split_launch(self, task: Any, launch: Launch) -> list | None:
+        W = self.num_worlds
+        dim = launch.dim
+        if not (dim == W or (isinstance(dim, tuple) and dim and dim[0] == W)):
+            return None
+        cmds = []
+        for (first, end), counters in zip(self.chunks, self._counters, strict=True):
+            inputs = [self.storage.resolve_chunk(source, first, end, counters) for _p, source in task.sources]
+            if any(i is None for i in inputs):
+                return None
+            part = end - first if not isinstance(dim, tuple) else (end - first, *dim[1:])
+            cmds.append(wp.launch(launch.kernel, dim=part, inputs=inputs, device="cpu", record_cmd=True))
+        return cmds
+
+    def launch(self, launch: Launch) -> None:
+        cmds = self._split.get(id(launch))
+        if cmds is None:
+            super().launch(launch)
+            return
+        futures = [self._pool.submit(cmd.launch) for cmd in cmds[1:]]
+        cmds[0].launch()
+        for f in futures:
+            f.result()
+        for (first, _end), counters in zip(self.chunks, self._counters, strict=True):
+            for name, counter in counters.items():
+                mine = counter.numpy()
+                if mine[0] != 0:
+                    total = self.storage.overflow[name].numpy()
+                    total[0] += mine[0]
+                    total[1] = min(int(total[1]), int(mine[1]) + first)
+                    mine[:] = (0, INT32_MAX)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
 # -- executors ------------------------------------------------------------------------------------
 
 
@@ -277,10 +351,11 @@ class Executor:
 
     def close(self) -> None:
         """Releases threads; the executor is not used afterwards."""
+        self.recorder.close()
 
 
 class Eager(Executor):
-    """Launches every kernel on every call (``capture=False``)."""
+    """Launches every kernel on every call (``capture=False``, or a ``SplitRecorder``)."""
 
 
 class Captured(Executor):

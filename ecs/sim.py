@@ -23,7 +23,7 @@ from . import checkpoint, diagnostics
 from . import engine_kernels as ek
 from .codegen import load_modules
 from .errors import ActionError, EcsError
-from .executors import Captured, Eager, Executor, FusedRecorder, Recorder, Threaded
+from .executors import Captured, Eager, Executor, FusedRecorder, Recorder, SplitRecorder, Threaded
 from .flags import ErrorFlags, action_error
 from .fusion import CPU_BLOCK, why_not_fusable
 from .graph import TaskGraph
@@ -94,6 +94,9 @@ class BatchSim:
             process may run on, up to one thread per 256 worlds; then ``run(k)`` uses them for
             at least 16384 world-steps per call and ``step()`` from 32768 worlds on (below, the
             thread hand-off costs more than it saves). An explicit number always uses them.
+            Unfused, the world-local raw kernels (``System(world_local=True)``: physics, sensors)
+            run on that many threads instead, by default up to one per 16 worlds; the step then
+            launches eagerly (Python runs between launches), which costs nothing next to them.
 
     Raises:
         EcsError: bad arguments, an invalid env spec or task graph, or a simulation that would not
@@ -139,8 +142,13 @@ class BatchSim:
         if fuse and reason is not None:
             raise EcsError(f"env {env.name!r} cannot be fused: {reason}. Pass fuse=None or fuse=False")
         parts = (self.storage, self.graph, self.flags, ek.generate(self.storage))
-        if fuse is not False and reason is None:
+        fused = fuse is not False and reason is None
+        chunks = _chunks(self.num_worlds, is_cpu, fused, cpu_threads)
+        split = not fused and len(chunks) > 1 and any(t.system.world_local for t in self.graph.tasks)
+        if fused:
             recorder: Recorder = FusedRecorder(*parts, env=env, schedule_seed=schedule_seed, dim_context=self)
+        elif split:
+            recorder = SplitRecorder(*parts, chunks=chunks, schedule_seed=schedule_seed, dim_context=self)
         else:
             recorder = Recorder(*parts, schedule_seed=schedule_seed, dim_context=self)
         self._views = TorchViews(self.storage)
@@ -155,7 +163,7 @@ class BatchSim:
         self._validated = ("step()", 0)  # the call whose actions the last validation read
         modules = {id(k.module): k.module for k in recorder.kernels()}
         load_modules(list(modules.values()), self.device)
-        self.executor: Executor = _choose_executor(recorder, capture, cpu_threads)
+        self.executor: Executor = _choose_executor(recorder, capture, chunks, cpu_threads)
         self.reset()
 
     # -- public API --------------------------------------------------------------------------
@@ -404,20 +412,33 @@ def _param_values(env: EnvSpec, overrides: Mapping[str, Any]) -> dict[str, np.nd
     return values
 
 
-def _choose_executor(recorder: Recorder, capture: bool, cpu_threads: int | None) -> Executor:
-    """Captured or eager; on CPU, a fused env with more than one thread's worth of worlds adds threads."""
+def _chunks(num_worlds: int, is_cpu: bool, fused: bool, cpu_threads: int | None) -> list[tuple[int, int]]:
+    """Worlds per CPU thread: ``cpu_threads`` of them, or by default every usable core, up to one
+    per 256 worlds for a fused step (cheap per world) and one per 16 for unfused systems."""
+    threads = 1
+    if is_cpu:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        per_thread = CPU_BLOCK if fused else 16
+        threads = cpu_threads if cpu_threads is not None else max(1, min(cores, num_worlds // per_thread))
+        threads = min(threads, num_worlds)
+    bounds = np.linspace(0, num_worlds, threads + 1).astype(int)
+    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
+
+
+def _choose_executor(
+    recorder: Recorder, capture: bool, chunks: list[tuple[int, int]], cpu_threads: int | None
+) -> Executor:
+    """Captured or eager; on CPU, threads for a fused step over enough worlds, and an eager
+    executor for a recorder that splits world-local kernels (it runs Python between launches)."""
+    if isinstance(recorder, SplitRecorder):
+        if recorder.splits:
+            return Eager(recorder)
+        recorder.close()  # nothing to split after all (e.g. per-world parameters of another length)
+        recorder = recorder.variant(Recorder)
     executor: Executor = Captured(recorder) if capture else Eager(recorder)
-    W = recorder.num_worlds
-    if recorder.device != "cpu" or not recorder.fused:
+    if not recorder.fused or len(chunks) <= 1:
         return executor
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = cpu_threads if cpu_threads is not None else max(1, min(cores, W // CPU_BLOCK))
-    threads = min(threads, W)
-    if threads <= 1:
-        return executor
-    bounds = np.linspace(0, W, threads + 1).astype(int)
-    chunks = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
     # A call pays a thread hand-off (about 0.3 ms measured on a 2-core VM), so by default
     # threads serve step() only from 32768 worlds, run(k) from 16384 world-steps per call.
-    explicit = cpu_threads is not None
+    W, explicit = recorder.num_worlds, cpu_threads is not None
     return Threaded(executor, chunks, threaded_step=explicit or W >= 32768, run_min=1 if explicit else 16384)

@@ -144,6 +144,30 @@ class Storage:
             out.update({c.name: c for c in a.components})
         return out
 
+    def resolve_chunk(self, source: Source, first: int, end: int, overflow: dict[str, wp.array]) -> Any:
+        """What ``resolve`` gives, for worlds ``[first, end)`` only: arrays with a world axis sliced
+        to them, per-world parameters too (a shared one whole); ``overflow`` replaces the overflow
+        arrays (a chunk counts its failures apart, with chunk-local worlds). None when a parameter
+        has neither one value nor one per world, so that a chunk could not index it."""
+        kind = source.kind
+        if kind == "column":
+            return self.tables[source.name][source.column][first:end]
+        if kind == "bundle":
+            table = self.tables[source.name]
+            return make_bundle(source.value, {n: table[n][first:end] for n in source.column}, source.column)
+        if kind == "singleton":
+            return self.singletons[source.name][first:end]
+        if kind == "overflow":
+            return overflow[source.name]
+        if kind == "param":
+            values = self.params[source.name]
+            if values.shape[0] == 1:
+                return values
+            return values[first:end] if values.shape[0] == self.num_worlds else None
+        if kind == "value":
+            return source.value
+        raise ValueError(f"a {kind!r} source has no per-chunk form")
+
     def resolve(self, source: Source, engine: dict[str, Any] | None = None) -> Any:
         """The array or value bound to a parameter with this source; ``engine`` gives per-call values."""
         kind = source.kind

@@ -189,6 +189,11 @@ class System:
         name: display name; defaults to the function's name.
         dim: launch shape of a raw kernel: "entity", "world", or ``callable(sim) -> int | tuple``.
             Ignored for functions.
+        world_local: a raw kernel whose first launch axis is the world and which reads and writes
+            only its own world's rows (of arrays with a leading world axis, and of parameters
+            through ``per_world``), its world index serving only to index them. On CPU the engine
+            may then run it on chunks of worlds, one thread each (``cpu_threads``), as it runs
+            fused steps. Functions are world-local by contract; the flag is for raw kernels.
     """
 
     def __init__(
@@ -198,6 +203,7 @@ class System:
         *,
         name: str | None = None,
         dim: str | Callable[[Any], int | tuple[int, ...]] | None = None,
+        world_local: bool = False,
     ) -> None:
         if isinstance(fn, wp.Kernel):
             self.is_func = False
@@ -213,10 +219,15 @@ class System:
             raise GraphError(f"system {fn.key!r}: dim must be 'entity', 'world' or a callable, got {dim!r}")
         if self.is_func and dim is not None:
             raise GraphError(f"system {fn.key!r}: a @wp.func system gets its launch shape from the engine; drop dim=")
+        if not isinstance(world_local, bool):
+            raise GraphError(f"system {fn.key!r}: world_local must be True or False, got {world_local!r}")
+        if self.is_func and world_local:
+            raise GraphError(f"system {fn.key!r}: a @wp.func system is world-local by contract; drop world_local=")
         self.fn = fn
         self.phase = phase
         self.name = name or fn.key
         self.dim = dim
+        self.world_local = bool(world_local)
         self.accesses = [parse_param(p, t) for p, t in self.param_types.items()]
 
     @property
@@ -230,10 +241,12 @@ class System:
         return f"System({self.name!r}, {self.phase.name})"
 
 
-def system(phase: Phase, *, name: str | None = None, dim: Any = None) -> Callable[[Any], System]:
+def system(
+    phase: Phase, *, name: str | None = None, dim: Any = None, world_local: bool = False
+) -> Callable[[Any], System]:
     """Decorator form of ``System``: put it above ``@wp.kernel`` or ``@wp.func``."""
 
     def wrap(fn: Any) -> System:
-        return System(fn, phase, name=name, dim=dim)
+        return System(fn, phase, name=name, dim=dim, world_local=world_local)
 
     return wrap

@@ -110,8 +110,8 @@ def singletons() -> list[ecs.Component]:
 def systems() -> list[ecs.System]:
     """``find_pairs`` (PHYSICS) and ``step_bodies`` (COLLIDE), one thread per world each."""
     return [
-        ecs.System(collision.find_pairs, ecs.Phase.PHYSICS, dim="world"),
-        ecs.System(solver.step_bodies, ecs.Phase.COLLIDE, dim="world"),
+        ecs.System(collision.find_pairs, ecs.Phase.PHYSICS, dim="world", world_local=True),
+        ecs.System(solver.step_bodies, ecs.Phase.COLLIDE, dim="world", world_local=True),
     ]
 
 

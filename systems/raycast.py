@@ -442,12 +442,12 @@ def sensor_systems(*, wide: bool = True, phase: ecs.Phase = ecs.Phase.SENSE) -> 
         phase: the phase they run in.
     """
     if wide:
-        lidar = ecs.System(cast_lidar_rays, phase, dim=_wide_dim("lidar"))
-        visibility = ecs.System(observe_visibility_targets, phase, dim=_wide_dim("visible"))
+        lidar = ecs.System(cast_lidar_rays, phase, dim=_wide_dim("lidar"), world_local=True)
+        visibility = ecs.System(observe_visibility_targets, phase, dim=_wide_dim("visible"), world_local=True)
     else:
-        lidar = ecs.System(cast_lidar, phase, dim="entity")
-        visibility = ecs.System(observe_visibility, phase, dim="entity")
-    return [lidar, visibility, ecs.System(find_reach_targets, phase, dim="entity")]
+        lidar = ecs.System(cast_lidar, phase, dim="entity", world_local=True)
+        visibility = ecs.System(observe_visibility, phase, dim="entity", world_local=True)
+    return [lidar, visibility, ecs.System(find_reach_targets, phase, dim="entity", world_local=True)]
 
 
 def default_resources(

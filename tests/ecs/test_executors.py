@@ -13,7 +13,7 @@ import torch
 import ecs
 import envs
 from ecs import program
-from ecs.executors import Captured, Eager, FusedRecorder, Threaded
+from ecs.executors import Captured, Eager, FusedRecorder, SplitRecorder, Threaded
 from ecs.schema import Phase
 
 # (env, overrides, worlds): short episodes so that resets happen inside steps and runs.
@@ -32,6 +32,7 @@ EXECUTORS = {
     "fused-eager": {"capture": False, "fuse": True},
     "fused-captured": {"capture": True, "fuse": True},
     "fused-threads": {"capture": True, "fuse": True, "cpu_threads": 2},
+    "split-threads": {"capture": True, "fuse": False, "cpu_threads": 2},
 }
 
 
@@ -77,10 +78,12 @@ def test_every_executor_gives_the_same_worlds(name):
         if options["fuse"] and ecs.fusion.why_not_fusable(ecs.BatchSim(env, 1, fuse=False).graph, env) is not None:
             continue
         sim = ecs.BatchSim(env, worlds, device="cpu", seed=3, **options)
+        split = label == "split-threads" and any(t.system.world_local for t in sim.graph.tasks)
         kind = {"eager": Eager, "captured": Captured, "fused-eager": Eager, "fused-captured": Captured}
-        expected = Threaded if label == "fused-threads" else kind[label]
-        assert type(sim.executor) is expected, label
+        kind.update({"fused-threads": Threaded, "split-threads": Eager if split else Captured})
+        assert type(sim.executor) is kind[label], label
         assert isinstance(sim.executor.recorder, FusedRecorder) == bool(options["fuse"])
+        assert isinstance(sim.executor.recorder, SplitRecorder) == split
         results[label] = _drive(sim)
     reference = results.pop("eager")
     assert results, "no second executor ran"

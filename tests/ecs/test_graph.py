@@ -564,6 +564,10 @@ def test_error_bad_system_declarations():
         ecs.System(ro_position, P, dim="rows")
     with pytest.raises(ecs.GraphError, match=r"drop dim="):
         ecs.System(integrate_position, P, dim="world")
+    with pytest.raises(ecs.GraphError, match=r"world_local must be True or False, got 'yes'"):
+        ecs.System(ro_position, P, world_local="yes")
+    with pytest.raises(ecs.GraphError, match=r"world-local by contract; drop world_local="):
+        ecs.System(integrate_position, P, world_local=True)
     assert "systems must be ecs.System" in graph_error(ro_position)
     # dim="entity" without a query needs exactly one named archetype for its capacity.
     assert "dim='entity' needs" in graph_error(ecs.System(read_singleton_wrong_ndim, P, dim="entity"))

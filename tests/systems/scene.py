@@ -44,10 +44,11 @@ def build(
     *,
     num_worlds: int = 1,
     device: str = "cpu",
+    cpu_threads: int | None = None,
     **kw: Any,
 ) -> ecs.BatchSim:
     cfg = cfg or physics.PhysicsConfig()
-    sim = ecs.BatchSim(make_env(cfg, **kw), num_worlds, device=device)
+    sim = ecs.BatchSim(make_env(cfg, **kw), num_worlds, device=device, cpu_threads=cpu_threads)
     physics.load_scene(sim, bodies)
     return sim
 

@@ -188,11 +188,14 @@ def test_flat_box_dropped_on_a_corner_comes_to_rest(rotation):
     assert traj[-1, 2] == pytest.approx(size[2], abs=1e-3)
 
 
-def test_contact_table_overflow_names_the_world_and_the_capacity():
+@pytest.mark.parametrize(("worlds", "full", "threads"), [(2, 1, None), (7, 5, 3), (7, 2, 3)])
+def test_contact_table_overflow_names_the_world_and_the_capacity(worlds, full, threads):
+    """Also with the physics split over CPU threads: a chunk counts its overflows apart, and the
+    world named is the simulation's, not the chunk's."""
     cfg = PhysicsConfig(max_contacts=3)
     bodies = [scene.floor(), BodySpec(ShapeType.BOX, size=(0.25, 0.25, 0.25), position=(0, 0, 0.24))]
-    sim = scene.build(lambda w: bodies if w == 1 else bodies[:1], cfg, num_worlds=2)
-    with pytest.raises(ecs.CapacityError, match=r"'contact' is full.*first in world 1.*capacity is 3"):
+    sim = scene.build(lambda w: bodies if w >= full else bodies[:1], cfg, num_worlds=worlds, cpu_threads=threads)
+    with pytest.raises(ecs.CapacityError, match=rf"'contact' is full.*first in world {full}\b.*capacity is 3"):
         sim.step()
 
 
