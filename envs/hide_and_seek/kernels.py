@@ -13,7 +13,7 @@ import warp as wp
 
 import ecs
 from systems.collision import shape_extent
-from systems.geometry import BOX, PLANE, SPHERE, WEDGE
+from systems.geometry import BOX, PLANE, SPHERE, WEDGE, shape_inertia
 from systems.grab import GrabJoints, hold
 from systems.locking import try_lock, try_unlock
 from systems.placement import PLACED_COLUMNS, BodyColumns, place_body
@@ -125,7 +125,11 @@ def put_body(
     mass: float,
     response: int,
     friction: float,
+    z_only: bool,
 ):
+    """``place_body`` plus the body's ``kind``; with ``z_only`` the body may only turn about its z axis (kept
+    vertical: every body is placed upright), as OpenAI's agents on slide-slide-hinge joints and its boxes and
+    ramps with ``box_only_z_rot``."""
     columns = BodyColumns(
         alive=b.alive,
         generation=b.generation,
@@ -149,9 +153,11 @@ def put_body(
     )
     place_body(columns, world, row, shape, size, position, rotation, mass, response, friction, 0.0)
     b.kind[world, row] = kind
-    if kind == HIDER_KIND or kind == SEEKER_KIND:  # noqa: SIM109 (Warp has no `in`)
-        # Agents stay upright: they may only turn about z (as OpenAI's slide-slide-hinge joints).
-        b.inv_inertia[world, row] = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, b.inv_inertia[world, row][2, 2])
+    if z_only and response == DYNAMIC and mass > 0.0:
+        # A locked axis: the inverse inertia keeps only the z row, 1 / I_zz (the inertia about the vertical axis
+        # through the centre of mass; for a wedge that is not the zz entry of the full inverse).
+        izz = shape_inertia(shape, size, mass)[2, 2]
+        b.inv_inertia[world, row] = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0 / izz)
 
 
 @wp.func
@@ -162,7 +168,7 @@ def put_wall(b: Bodies, world: int, row: int, w: WallVec, friction: float):
     length = wp.sqrt(dx * dx + dy * dy)
     centre = wp.vec3(0.5 * (w[0] + w[2]), 0.5 * (w[1] + w[3]), 0.5 * w[5])
     size = wp.vec3(0.5 * length + 0.5 * w[4], 0.5 * w[4], 0.5 * w[5])
-    put_body(b, world, row, WALL_KIND, BOX, size, centre, yaw_quat(wp.atan2(dy, dx)), 0.0, STATIC, friction)
+    put_body(b, world, row, WALL_KIND, BOX, size, centre, yaw_quat(wp.atan2(dy, dx)), 0.0, STATIC, friction, False)
 
 
 @wp.func
@@ -278,6 +284,7 @@ LevelResources = ecs.resource_bundle(
         "floor_size": float,
         "wall_thickness": float,
         "wall_height": float,
+        "outside_wall_height": float,
         "door_width": float,
         "outside_walls_prob": float,
         "max_rooms": int,
@@ -301,6 +308,7 @@ LevelResources = ecs.resource_bundle(
         "agent_friction": float,
         "ramp_friction": float,
         "wall_friction": float,
+        "objects_turn_only_about_z": bool,
         "team_spawn_radius": float,
         "placement_clearance": float,
         "first_wall_row": int,
@@ -464,6 +472,7 @@ def reset_level(
         0.0,
         STATIC,
         level.floor_friction,
+        False,
     )
     half = 0.5 * level.floor_size
     state = world_rng_out[world]
@@ -486,6 +495,7 @@ def reset_level(
                 level.box_mass,
                 DYNAMIC,
                 level.box_friction,
+                level.objects_turn_only_about_z,
             )
         rs = level.ramp_size * 0.5
         for i in range(level.fixed_ramp_count):
@@ -502,6 +512,7 @@ def reset_level(
                 level.ramp_mass,
                 DYNAMIC,
                 level.ramp_friction,
+                level.objects_turn_only_about_z,
             )
         hiders = wp.int32(0)
         seekers = wp.int32(0)
@@ -527,6 +538,7 @@ def reset_level(
                 level.agent_mass,
                 DYNAMIC,
                 level.agent_friction,
+                True,
             )
             agent_out.alive[world, slot] = 1
         world_rng_out[world] = state
@@ -537,10 +549,11 @@ def reset_level(
     if wp.randf(state) < level.outside_walls_prob:
         t = level.wall_thickness
         e = half - 0.5 * t
-        put_wall(b, world, row, WallVec(-half, -e, half, -e, t, level.wall_height), level.wall_friction)
-        put_wall(b, world, row + 1, WallVec(-half, e, half, e, t, level.wall_height), level.wall_friction)
-        put_wall(b, world, row + 2, WallVec(-e, -half, -e, half, t, level.wall_height), level.wall_friction)
-        put_wall(b, world, row + 3, WallVec(e, -half, e, half, t, level.wall_height), level.wall_friction)
+        tall = level.outside_wall_height
+        put_wall(b, world, row, WallVec(-half, -e, half, -e, t, tall), level.wall_friction)
+        put_wall(b, world, row + 1, WallVec(-half, e, half, e, t, tall), level.wall_friction)
+        put_wall(b, world, row + 2, WallVec(-e, -half, -e, half, t, tall), level.wall_friction)
+        put_wall(b, world, row + 3, WallVec(e, -half, e, half, t, tall), level.wall_friction)
         row += 4
     if level.scenario_kind == QUADRANT_SCENARIO:
         row, state = quadrant_walls(b, world, row, state, level, half)
@@ -581,6 +594,7 @@ def reset_level(
                 level.box_mass,
                 DYNAMIC,
                 level.box_friction,
+                level.objects_turn_only_about_z,
             )
     rs = level.ramp_size * 0.5
     for i in range(level.num_ramps):
@@ -601,6 +615,7 @@ def reset_level(
                 level.ramp_mass,
                 DYNAMIC,
                 level.ramp_friction,
+                level.objects_turn_only_about_z,
             )
     n_hiders, state = randi(state, level.min_hiders, level.max_hiders)
     n_seekers, state = randi(state, level.min_seekers, level.max_seekers)
@@ -649,6 +664,7 @@ def reset_level(
                         level.agent_mass,
                         DYNAMIC,
                         level.agent_friction,
+                        True,
                     )
                     agent_out.alive[world, slot] = 1
                 if ok or attempt == _TEAM_ATTEMPTS - 1:

@@ -189,7 +189,6 @@ def test_agent_on_a_box_rides_it_while_holding_it():
     assert p[seeker, 2] > 0.6, "the seeker fell off the cube it holds"
 
 
-@pytest.mark.xfail(strict=True, reason="default doors (door_width 0.4 m) are narrower than a 0.5 m cube")
 def test_default_doors_let_a_cube_through():
     cfg = envs.make("hide_and_seek").config
     scene = Scene(0, (0.0, 0.0))
@@ -206,7 +205,6 @@ def test_default_doors_let_a_cube_through():
     assert positions(sim)[box, 0] > 1.0
 
 
-@pytest.mark.xfail(strict=True, reason="default inner walls are 1 m high; a 0.5 m ramp cannot take an agent over")
 def test_default_inner_walls_can_be_crossed_with_a_ramp():
     cfg = envs.make("hide_and_seek").config
     sim = build(
