@@ -9,8 +9,9 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    below keeps them apart along normals found before they moved and no body passes a thin wall
    within a substep or is pushed out on its far side;
 2. integrate: dynamic bodies get gravity (``gravity`` along world z), external force and torque,
-   the gyroscopic term (implicit midpoint in the body frame, ``rigid_body.gyroscopic_step``, which
-   keeps the energy and ``|L|`` of a free body), damping; then positions advance explicitly and
+   their own drag (``rigid_body.Drag``, implicit), the gyroscopic term (implicit midpoint in the
+   body frame, ``rigid_body.gyroscopic_step``, which keeps the energy and ``|L|`` of a free
+   body), damping; then positions advance explicitly and
    orientations by the exact exponential map (the angle ``|w| h`` about ``w``, ``rotate_by``);
    kinematic bodies advance with their own velocities; static and locked bodies stay put;
 3. contact position constraints, point by point (after Mueller et al.: each contact point is
@@ -144,6 +145,7 @@ def integrate(
     angular_damping: float,
     force: wp.vec3,
     torque: wp.vec3,
+    drag: wp.vec3,
 ):
     x = bodies.position[world, i]
     q = bodies.rotation[world, i]
@@ -153,6 +155,7 @@ def integrate(
     if movable(response, bodies.locked_by[world, i]):
         inv_m = 1.0 / bodies.mass[world, i]
         v = bodies.linear_velocity[world, i] + (wp.vec3(0.0, 0.0, gravity) + force * inv_m) * h
+        v = wp.cw_div(v, wp.vec3(1.0, 1.0, 1.0) + drag * (h * inv_m))  # the body's drag, implicit
         v = v * wp.max(0.0, 1.0 - linear_damping * h)
         inv_i = bodies.inv_inertia[world, i]
         w = bodies.angular_velocity[world, i]
@@ -685,6 +688,7 @@ def step_bodies(
     body__restitution_in: wp.array2d[wp.float32],
     body__force_in: wp.array2d[wp.vec3],
     body__torque_in: wp.array2d[wp.vec3],
+    body__drag_in: wp.array2d[wp.vec3],
     pair__pair_body_a_in: wp.array2d[wp.int32],
     pair__pair_body_b_in: wp.array2d[wp.int32],
     world_pair_count_in: wp.array[wp.int32],
@@ -773,6 +777,7 @@ def step_bodies(
                     angular_damping,
                     body__force_in[world, i],
                     body__torque_in[world, i],
+                    body__drag_in[world, i],
                 )
         count = world_contact_count_out[world]
         for k in range(count):

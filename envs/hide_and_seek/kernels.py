@@ -146,6 +146,7 @@ def put_body(
         restitution=b.restitution,
         force=b.force,
         torque=b.torque,
+        drag=b.drag,
         prev_position=b.prev_position,
         prev_rotation=b.prev_rotation,
         locked_by=b.locked_by,
