@@ -126,10 +126,11 @@ class HideAndSeekConfig:
     # within this distance of their team's first agent
     placement_clearance: float = 0.05  # m, free gap around every placed object
     max_walls: int = 12  # wall rows per world
-    move_force: float = 20.0  # N at bin 0 or 10
-    turn_torque: float = 0.3  # N m at bin 0 or 10
-    move_damping: float = 8.0  # 1/s, drag on an agent's own velocity
-    turn_damping: float = 4.0  # 1/s, drag on an agent's yaw rate
+    move_force: float = 90.0  # N at bin 0 or 10 (OpenAI's slide motors: gear 100 x action limit 0.9)
+    turn_torque: float = 90.0  # N m at bin 0 or 10 (its hinge motor, likewise)
+    move_damping: float = 10.0  # N s/m, an agent's drag in x and y (OpenAI's slide-joint damping): top speed
+    # (move_force - floor friction) / move_damping, 8 m/s at the defaults (0.6 m per step)
+    turn_damping: float = 10.0  # N m s/rad, drag on an agent's yaw rate (its hinge's damping): 9 rad/s at most
     lidar_rays: int = 30
     lidar_range: float = 6.0  # m
     view_cone_degrees: float = 135.0  # full angle of the view cone
@@ -141,9 +142,9 @@ class HideAndSeekConfig:
     # restrict_rect [-6, -6, 12, 12] on its [0, 6] m floor: 6 m beyond every edge. Empty: the floor square
     penalize_objects_outside: bool = False  # every agent gets out_of_bounds_reward while a box or ramp is outside it
     max_episode_steps: int = 240
-    physics_dt: float = 1.0 / 30.0  # s per step
-    physics_substeps: int = 4
-    gravity: float = -9.8  # m/s^2
+    physics_dt: float = 0.075  # s per step (OpenAI's: 15 MuJoCo steps of 5 ms)
+    physics_substeps: int = 8  # XPBD substeps per step (0.0094 s each); 4 left held boxes up to 7 cm deep in others
+    gravity: float = -50.0  # m/s^2 (OpenAI's)
     wide_sensors: bool = (
         True  # lidar a thread per ray, visibility per target (same results; see raycast.sensor_systems)
     )
