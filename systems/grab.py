@@ -41,15 +41,20 @@ def hold(
 ) -> bool:
     """Joint row ``slot`` after this step: kept while ``want``; made to ``target`` (a body row, -1 for none)
     when ``want`` and not ``holding``, fixing the pose of ``target`` relative to body ``me`` as it is now;
-    released otherwise. Returns whether the agent holds a body afterwards."""
+    released otherwise. Returns whether the agent holds a body afterwards.
+
+    The joint's anchor is the holder's centre (and the same point in the held body's frame): a holder that
+    turns easily (a hide-and-seek agent turns about z with 0.009 kg m^2) then closes a gap by moving, not by
+    spinning about a lever as long as the held body. Anchored at the held body's centre, agents that held one
+    body together in hide-and-seek's held-grab stress test were flung at up to 20 m/s (their top speed: 8)."""
     held = holding and want
     if want and not holding and target >= 0:
         qa = rotation[world, me]
         xa = position[world, me]
         joints.joint_body_a[world, slot] = me
         joints.joint_body_b[world, slot] = target
-        joints.joint_anchor_a[world, slot] = wp.quat_rotate_inv(qa, position[world, target] - xa)
-        joints.joint_anchor_b[world, slot] = wp.vec3(0.0, 0.0, 0.0)
+        joints.joint_anchor_a[world, slot] = wp.vec3(0.0, 0.0, 0.0)
+        joints.joint_anchor_b[world, slot] = wp.quat_rotate_inv(rotation[world, target], xa - position[world, target])
         joints.joint_rotation[world, slot] = wp.quat_inverse(qa) * rotation[world, target]
         held = True
     joints.alive[world, slot] = wp.where(held, 1, 0)

@@ -146,6 +146,7 @@ class BodySpec:
         restitution: in [0, 1].
         linear_velocity: [m/s].
         angular_velocity: [rad/s], world frame.
+        drag: [N s/m] along each world axis, >= 0 (``rigid_body.Drag``).
     """
 
     shape: int
@@ -158,6 +159,7 @@ class BodySpec:
     restitution: float = 0.0
     linear_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)
     angular_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    drag: tuple[float, float, float] = (0.0, 0.0, 0.0)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -216,6 +218,8 @@ def check_body_specs(bodies: Sequence[BodySpec], *, capacity: int | None = None)
         )
         if problem is None and not (np.all(np.isfinite(b.linear_velocity)) and np.all(np.isfinite(b.angular_velocity))):
             problem = "velocity is not finite"
+        if problem is None and not (np.all(np.isfinite(b.drag)) and np.all(np.asarray(b.drag) >= 0)):
+            problem = f"drag {list(b.drag)} must be finite and >= 0"
         if problem:
             name = ShapeType(b.shape).name.lower() if b.shape in {int(s) for s in ShapeType} else "?"
             raise ecs.ConfigError(f"body {i} ({name}): {problem}")
@@ -286,6 +290,7 @@ def load_scene(
                 "restitution": b.restitution,
                 "force": (0.0, 0.0, 0.0),
                 "torque": (0.0, 0.0, 0.0),
+                "drag": b.drag,
                 "prev_position": b.position,
                 "prev_rotation": rot,
                 "locked_by": 0,

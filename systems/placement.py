@@ -13,6 +13,7 @@ handles to it stale. ``place_body`` writes all of them:
 | ``inv_inertia`` | ``geometry.inverse_inertia(shape, size, mass)``, body frame (zero when the mass is 0) |
 | ``response``, ``friction``, ``restitution`` | as given |
 | ``linear_velocity``, ``angular_velocity``, ``force``, ``torque`` | zero (write a start velocity after the call) |
+| ``drag`` | zero (write a body's drag after the call) |
 | ``prev_position``, ``prev_rotation`` | the new pose, so no substep sees a jump from the old one |
 | ``locked_by`` | 0: unlocked, whoever locked the row's previous body |
 | ``sweep_order`` | entry 0 of the world set to -1: the next ``find_pairs`` sorts the world from row order, so the pairs (and contacts) of a rebuilt world come in the same order as in a freshly loaded one |
@@ -69,6 +70,7 @@ PLACED_COLUMNS = [
     ("restitution", wp.float32),
     ("force", wp.vec3),
     ("torque", wp.vec3),
+    ("drag", wp.vec3),
     ("prev_position", wp.vec3),
     ("prev_rotation", wp.quat),
     ("locked_by", wp.int32),
@@ -123,6 +125,7 @@ def place_body(
     bodies.restitution[world, row] = restitution
     bodies.force[world, row] = wp.vec3(0.0, 0.0, 0.0)
     bodies.torque[world, row] = wp.vec3(0.0, 0.0, 0.0)
+    bodies.drag[world, row] = wp.vec3(0.0, 0.0, 0.0)
     bodies.prev_position[world, row] = position
     bodies.prev_rotation[world, row] = rotation
     bodies.locked_by[world, row] = 0

@@ -124,6 +124,15 @@ class Torque:
 
 
 @ecs.component
+class Drag:
+    """Linear drag along each world axis [N s/m], >= 0: a force ``-drag * velocity`` (component by component),
+    integrated implicitly in every substep like a slide joint's damping, so it never reverses a velocity however
+    stiff it is. 0 (the default): none."""
+
+    value: wp.vec3
+
+
+@ecs.component
 class PrevPosition:
     """Solver state: the position at the start of the last substep [m]."""
 
@@ -184,6 +193,7 @@ BODY_COMPONENTS = (
     Restitution,
     Force,
     Torque,
+    Drag,
     PrevPosition,
     PrevRotation,
     LockedBy,

@@ -9,8 +9,9 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    below keeps them apart along normals found before they moved and no body passes a thin wall
    within a substep or is pushed out on its far side;
 2. integrate: dynamic bodies get gravity (``gravity`` along world z), external force and torque,
-   the gyroscopic term (implicit midpoint in the body frame, ``rigid_body.gyroscopic_step``, which
-   keeps the energy and ``|L|`` of a free body), damping; then positions advance explicitly and
+   their own drag (``rigid_body.Drag``, implicit), the gyroscopic term (implicit midpoint in the
+   body frame, ``rigid_body.gyroscopic_step``, which keeps the energy and ``|L|`` of a free
+   body), damping; then positions advance explicitly and
    orientations by the exact exponential map (the angle ``|w| h`` about ``w``, ``rotate_by``);
    kinematic bodies advance with their own velocities; static and locked bodies stay put;
 3. contact position constraints, point by point (after Mueller et al.: each contact point is
@@ -24,8 +25,11 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    accumulated impulse of at most ``mu lambda_n``: static friction holds, sliding is slowed by
    Coulomb friction). The last pass propagates shocks: a body resting on another is solved
    against the lower one held still, so a stack ends the substep with every contact satisfied
-   and nothing creeps. Each pass begins with the fixed joints (anchor points together,
-   relative orientation held, zero compliance), so the contacts have the last word: a held
+   and nothing creeps. Where no normal impulse can turn either body (upright bodies whose tilt is
+   locked, resting on a level face), the face's points share its load equally (solved point by
+   point, all of it would land on the first, whose friction alone would turn the body). Each
+   pass begins with the fixed joints (anchor points together, relative orientation held, zero
+   compliance), so the contacts have the last word: a held
    body may lag its holder a little but is never left pressed into a wall or another body,
    whose push-back the next step would turn into speed;
 4. velocities from the pose change over the substep, the angular one from the true angle of the
@@ -83,6 +87,8 @@ SETTLED = wp.constant(1.0e-7)  # m: a manifold's sweeps stop once the last one m
 # body. At 0.7 a 45-degree ramp's slope fell inside the cone, so a cube pushing up it held the
 # ramp still, and the ramp travelled half as far as MuJoCo's.
 SHOCK_COS = wp.constant(0.85)
+# m: points of a face that no normal impulse turns share its load when they lie within this of its deepest
+SHARE_GAP = wp.constant(1.0e-4)
 
 
 @wp.struct
@@ -139,6 +145,7 @@ def integrate(
     angular_damping: float,
     force: wp.vec3,
     torque: wp.vec3,
+    drag: wp.vec3,
 ):
     x = bodies.position[world, i]
     q = bodies.rotation[world, i]
@@ -148,6 +155,7 @@ def integrate(
     if movable(response, bodies.locked_by[world, i]):
         inv_m = 1.0 / bodies.mass[world, i]
         v = bodies.linear_velocity[world, i] + (wp.vec3(0.0, 0.0, gravity) + force * inv_m) * h
+        v = wp.cw_div(v, wp.vec3(1.0, 1.0, 1.0) + drag * (h * inv_m))  # the body's drag, implicit
         v = v * wp.max(0.0, 1.0 - linear_damping * h)
         inv_i = bodies.inv_inertia[world, i]
         w = bodies.angular_velocity[world, i]
@@ -438,6 +446,7 @@ def solve_manifold(
     slip0 = ManifoldRows()
     depth0 = ManifoldValues()
     inv_w = ManifoldValues()
+    translating = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
     for i in range(count):
         k = start + i
         n = c.normal[world, k]
@@ -461,7 +470,28 @@ def solve_manifold(
         turn_a[i] = ua
         turn_b[i] = ub
         depth0[i] = wp.dot((xa + ra) - (xb + rb), n)
-        inv_w[i] = 1.0 / (ima + wp.dot(ca, ua) + imb + wp.dot(cb, ub))
+        turning = wp.dot(ca, ua) + wp.dot(cb, ub)
+        inv_w[i] = 1.0 / (ima + turning + imb)
+        if turning > 0.0 or wp.dot(n, normals[0]) < 1.0 - 1.0e-6:
+            translating = False
+    # A pair that no normal impulse can turn (bodies that turn only about the normal, such as upright
+    # bodies with a locked tilt resting on a level face): every point of the face moves
+    # alike, so how the load splits among them is not determined by the constraints, and the sweep
+    # would leave all of it on the point solved first, whose friction alone would then turn the body.
+    # Such a face shares its normal impulse equally among its deepest points (the flat face's points,
+    # all of them), as soft contacts would with equal penetrations, before friction is solved.
+    shares = ManifoldValues()
+    if translating:
+        deepest = depth0[0]
+        for i in range(1, count):
+            deepest = wp.max(deepest, depth0[i])
+        bearing = wp.float32(0.0)
+        for i in range(count):
+            if depth0[i] >= deepest - SHARE_GAP:
+                bearing += 1.0
+        for i in range(count):
+            if depth0[i] >= deepest - SHARE_GAP:
+                shares[i] = 1.0 / bearing
     # The motion the solve gives each body (translation and small rotation vector), linearised.
     dxa = wp.vec3(0.0, 0.0, 0.0)
     dqa = wp.vec3(0.0, 0.0, 0.0)
@@ -469,46 +499,61 @@ def solve_manifold(
     dqb = wp.vec3(0.0, 0.0, 0.0)
     settle = SETTLED / (ima + imb)  # an impulse that moves the pair less than SETTLED metres
     sweeps = wp.where(wp.length_sq(up) > 0.0, NORMAL_SWEEPS, FIRST_SWEEPS)
+    # Points are solved in blocks, normal then friction: one point at a time, or all of them at once where
+    # they share their load (``translating``).
+    block = wp.where(translating, count, 1)
     for _sweep in range(sweeps):
         largest = wp.float32(0.0)  # the largest impulse change of the sweep
-        for i in range(count):
-            n = normals[i]
-            depth = depth0[i] + wp.dot(n, dxa - dxb) + wp.dot(dqa, arm_a[i]) - wp.dot(dqb, arm_b[i])
-            l_old = impulse[world, start + i]
-            if depth > 0.0 or l_old > 0.0:
-                l_new = wp.max(l_old + depth * inv_w[i], 0.0)
-                dl = l_new - l_old
-                largest = wp.max(largest, wp.abs(dl))
-                impulse[world, start + i] = l_new
-                # The impulse dl n acts on B at rb and -dl n on A at ra.
-                dxa -= n * (dl * ima)
-                dqa -= turn_a[i] * dl
-                dxb += n * (dl * imb)
-                dqb += turn_b[i] * dl
-            k = start + i
-            f_old = friction[world, k]
-            lam = impulse[world, k]
-            if lam > 0.0 or wp.length_sq(f_old) > 0.0:
+        lo = wp.int32(0)
+        while lo < count:
+            hi = lo + block
+            for i in range(lo, hi):
                 n = normals[i]
-                ra = pos_a[i]
-                rb = pos_b[i]
-                slip = slip0[i] + (dxa + wp.cross(dqa, ra)) - (dxb + wp.cross(dqb, rb))
-                slip = slip - n * wp.dot(slip, n)
-                size = wp.length(slip)
-                f_new = f_old
-                if size > 1.0e-12:
-                    f_new = f_old + slip / effective_inverse_mass(ima, ia, ra, imb, ib, rb, slip / size)
-                limit = mu * lam
-                f = wp.length(f_new)
-                if f > limit:
-                    f_new = f_new * wp.where(f > 0.0, limit / f, 0.0)
-                friction[world, k] = f_new
-                p = f_new - f_old
-                largest = wp.max(largest, wp.length(p))
-                dxa -= p * ima
-                dqa -= ia * wp.cross(ra, p)
-                dxb += p * imb
-                dqb += ib * wp.cross(rb, p)
+                depth = depth0[i] + wp.dot(n, dxa - dxb) + wp.dot(dqa, arm_a[i]) - wp.dot(dqb, arm_b[i])
+                l_old = impulse[world, start + i]
+                if depth > 0.0 or l_old > 0.0:
+                    l_new = wp.max(l_old + depth * inv_w[i], 0.0)
+                    dl = l_new - l_old
+                    largest = wp.max(largest, wp.abs(dl))
+                    impulse[world, start + i] = l_new
+                    # The impulse dl n acts on B at rb and -dl n on A at ra.
+                    dxa -= n * (dl * ima)
+                    dqa -= turn_a[i] * dl
+                    dxb += n * (dl * imb)
+                    dqb += turn_b[i] * dl
+            if translating:
+                # The normal impulses moved the pair along the common normal only: their sum is what counts.
+                total = wp.float32(0.0)
+                for i in range(count):
+                    total += impulse[world, start + i]
+                for i in range(count):
+                    impulse[world, start + i] = total * shares[i]
+            for i in range(lo, hi):
+                k = start + i
+                f_old = friction[world, k]
+                lam = impulse[world, k]
+                if lam > 0.0 or wp.length_sq(f_old) > 0.0:
+                    n = normals[i]
+                    ra = pos_a[i]
+                    rb = pos_b[i]
+                    slip = slip0[i] + (dxa + wp.cross(dqa, ra)) - (dxb + wp.cross(dqb, rb))
+                    slip = slip - n * wp.dot(slip, n)
+                    size = wp.length(slip)
+                    f_new = f_old
+                    if size > 1.0e-12:
+                        f_new = f_old + slip / effective_inverse_mass(ima, ia, ra, imb, ib, rb, slip / size)
+                    limit = mu * lam
+                    f = wp.length(f_new)
+                    if f > limit:
+                        f_new = f_new * wp.where(f > 0.0, limit / f, 0.0)
+                    friction[world, k] = f_new
+                    p = f_new - f_old
+                    largest = wp.max(largest, wp.length(p))
+                    dxa -= p * ima
+                    dqa -= ia * wp.cross(ra, p)
+                    dxb += p * imb
+                    dqb += ib * wp.cross(rb, p)
+            lo = hi
         if largest <= settle:
             break
     if ima > 0.0:
@@ -643,6 +688,7 @@ def step_bodies(
     body__restitution_in: wp.array2d[wp.float32],
     body__force_in: wp.array2d[wp.vec3],
     body__torque_in: wp.array2d[wp.vec3],
+    body__drag_in: wp.array2d[wp.vec3],
     pair__pair_body_a_in: wp.array2d[wp.int32],
     pair__pair_body_b_in: wp.array2d[wp.int32],
     world_pair_count_in: wp.array[wp.int32],
@@ -731,6 +777,7 @@ def step_bodies(
                     angular_damping,
                     body__force_in[world, i],
                     body__torque_in[world, i],
+                    body__drag_in[world, i],
                 )
         count = world_contact_count_out[world]
         for k in range(count):

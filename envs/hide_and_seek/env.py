@@ -87,9 +87,10 @@ class HideAndSeekConfig:
     """Hide-and-seek parameters; defaults follow OpenAI's full environment except where the README says."""
 
     floor_size: float = 6.0  # m, side of the square floor centred on the origin (the play area)
-    wall_thickness: float = 0.2  # m
-    wall_height: float = 1.0  # m
-    door_width: float = 0.4  # m, gap left in each inner wall (2 cells of OpenAI's 0.2 m grid)
+    wall_thickness: float = 0.1  # m (OpenAI's walls: half a cell of its 0.2 m grid)
+    wall_height: float = 0.5  # m, inner walls (OpenAI's ``Wall`` default): an agent on a ramp gets over them
+    outside_wall_height: float = 4.0  # m, walls around the floor (OpenAI's): nothing gets over them
+    door_width: float = 0.7  # m, opening left in each inner wall (OpenAI's 2-cell doors after its walls are trimmed)
     outside_walls_prob: float = 0.5  # probability that a procedural level has walls around the floor
     scenario: str = "randomwalls"  # procedural walls: "randomwalls" (rooms) or "quadrant" (OpenAI's quadrant game)
     max_rooms: int = 4  # rooms of a procedural level, 1..4 ("randomwalls")
@@ -119,14 +120,17 @@ class HideAndSeekConfig:
     agent_friction: float = 0.01
     ramp_friction: float = 0.01
     wall_friction: float = 0.01
+    objects_turn_only_about_z: bool = True  # boxes and ramps stay upright and turn about z only (OpenAI's
+    # box_only_z_rot; its ramps have a z hinge too); False: they tumble freely (agents always turn about z only)
     team_spawn_radius: float = field(default=0.5, metadata=ecs.config_range(low=0.0))  # m, teammates start
     # within this distance of their team's first agent
     placement_clearance: float = 0.05  # m, free gap around every placed object
     max_walls: int = 12  # wall rows per world
-    move_force: float = 20.0  # N at bin 0 or 10
-    turn_torque: float = 0.3  # N m at bin 0 or 10
-    move_damping: float = 8.0  # 1/s, drag on an agent's own velocity
-    turn_damping: float = 4.0  # 1/s, drag on an agent's yaw rate
+    move_force: float = 90.0  # N at bin 0 or 10 (OpenAI's slide motors: gear 100 x action limit 0.9)
+    turn_torque: float = 90.0  # N m at bin 0 or 10 (its hinge motor, likewise)
+    move_damping: float = 10.0  # N s/m, an agent's drag in x and y (OpenAI's slide-joint damping): top speed
+    # (move_force - floor friction) / move_damping, 8 m/s at the defaults (0.6 m per step)
+    turn_damping: float = 10.0  # N m s/rad, drag on an agent's yaw rate (its hinge's damping): 9 rad/s at most
     lidar_rays: int = 30
     lidar_range: float = 6.0  # m
     view_cone_degrees: float = 135.0  # full angle of the view cone
@@ -134,12 +138,13 @@ class HideAndSeekConfig:
     prep_fraction: float = 0.4  # share of the horizon that is preparation
     reward_type: str = "joint_zero_sum"  # "joint_zero_sum", "selfish" or "joint_mean" (OpenAI's rew_type)
     out_of_bounds_reward: float = -10.0  # an agent's reward for a step it ends outside the play area
-    play_area: tuple[float, ...] = ()  # (x_min, y_min, x_max, y_max) [m]; empty: the floor square
+    play_area: tuple[float, ...] = (-9.0, -9.0, 9.0, 9.0)  # (x_min, y_min, x_max, y_max) [m]; OpenAI's
+    # restrict_rect [-6, -6, 12, 12] on its [0, 6] m floor: 6 m beyond every edge. Empty: the floor square
     penalize_objects_outside: bool = False  # every agent gets out_of_bounds_reward while a box or ramp is outside it
     max_episode_steps: int = 240
-    physics_dt: float = 1.0 / 30.0  # s per step
-    physics_substeps: int = 4
-    gravity: float = -9.8  # m/s^2
+    physics_dt: float = 0.075  # s per step (OpenAI's: 15 MuJoCo steps of 5 ms)
+    physics_substeps: int = 8  # XPBD substeps per step (0.0094 s each); 4 left held boxes up to 7 cm deep in others
+    gravity: float = -50.0  # m/s^2 (OpenAI's)
     wide_sensors: bool = (
         True  # lidar a thread per ray, visibility per target (same results; see raycast.sensor_systems)
     )
@@ -150,7 +155,8 @@ class HideAndSeekConfig:
     fixed_agents: tuple[tuple[float, ...], ...] = ()  # (team, x, y, yaw), team 0 hider, 1 seeker
 
     def __post_init__(self) -> None:
-        positive = ("floor_size", "wall_thickness", "wall_height", "door_width", "box_size", "agent_radius")
+        positive = ("floor_size", "wall_thickness", "wall_height", "outside_wall_height", "door_width", "box_size")
+        positive += ("agent_radius",)
         positive += ("agent_mass", "box_mass", "ramp_mass", "lidar_range", "physics_dt", "reach_distance")
         for name in positive:
             v = getattr(self, name)
@@ -533,7 +539,9 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
     agents_mask = _obs("agents_mask", wp.float32, (n, n - 1), "Observation: 1 where the other slot is seen.")
     boxes_mask = _obs("boxes_mask", wp.float32, (n, nb), "Observation: 1 where the box is seen.")
     ramps_mask = _obs("ramps_mask", wp.float32, (n, NUM_RAMPS), "Observation: 1 where the ramp is seen.")
-    span = max(cfg.floor_size, cfg.lidar_range) * 2
+    # Nominal bounds of positions and distances: the play area's farthest corner coordinate, or the lidar's range.
+    (x0, y0), (x1, y1) = cfg.play_area_bounds
+    span = max(cfg.floor_size, cfg.lidar_range, *(abs(v) for v in (x0, y0, x1, y1))) * 2
     resources = {
         **physics.resources(phys),
         **raycast.default_resources(

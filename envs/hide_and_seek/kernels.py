@@ -13,7 +13,7 @@ import warp as wp
 
 import ecs
 from systems.collision import shape_extent
-from systems.geometry import BOX, PLANE, SPHERE, WEDGE
+from systems.geometry import BOX, PLANE, SPHERE, WEDGE, shape_inertia
 from systems.grab import GrabJoints, hold
 from systems.locking import try_lock, try_unlock
 from systems.placement import PLACED_COLUMNS, BodyColumns, place_body
@@ -125,7 +125,11 @@ def put_body(
     mass: float,
     response: int,
     friction: float,
+    z_only: bool,
 ):
+    """``place_body`` plus the body's ``kind``; with ``z_only`` the body may only turn about its z axis (kept
+    vertical: every body is placed upright), as OpenAI's agents on slide-slide-hinge joints and its boxes and
+    ramps with ``box_only_z_rot``."""
     columns = BodyColumns(
         alive=b.alive,
         generation=b.generation,
@@ -142,6 +146,7 @@ def put_body(
         restitution=b.restitution,
         force=b.force,
         torque=b.torque,
+        drag=b.drag,
         prev_position=b.prev_position,
         prev_rotation=b.prev_rotation,
         locked_by=b.locked_by,
@@ -149,9 +154,11 @@ def put_body(
     )
     place_body(columns, world, row, shape, size, position, rotation, mass, response, friction, 0.0)
     b.kind[world, row] = kind
-    if kind == HIDER_KIND or kind == SEEKER_KIND:  # noqa: SIM109 (Warp has no `in`)
-        # Agents stay upright: they may only turn about z (as OpenAI's slide-slide-hinge joints).
-        b.inv_inertia[world, row] = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, b.inv_inertia[world, row][2, 2])
+    if z_only and response == DYNAMIC and mass > 0.0:
+        # A locked axis: the inverse inertia keeps only the z row, 1 / I_zz (the inertia about the vertical axis
+        # through the centre of mass; for a wedge that is not the zz entry of the full inverse).
+        izz = shape_inertia(shape, size, mass)[2, 2]
+        b.inv_inertia[world, row] = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0 / izz)
 
 
 @wp.func
@@ -162,7 +169,7 @@ def put_wall(b: Bodies, world: int, row: int, w: WallVec, friction: float):
     length = wp.sqrt(dx * dx + dy * dy)
     centre = wp.vec3(0.5 * (w[0] + w[2]), 0.5 * (w[1] + w[3]), 0.5 * w[5])
     size = wp.vec3(0.5 * length + 0.5 * w[4], 0.5 * w[4], 0.5 * w[5])
-    put_body(b, world, row, WALL_KIND, BOX, size, centre, yaw_quat(wp.atan2(dy, dx)), 0.0, STATIC, friction)
+    put_body(b, world, row, WALL_KIND, BOX, size, centre, yaw_quat(wp.atan2(dy, dx)), 0.0, STATIC, friction, False)
 
 
 @wp.func
@@ -278,6 +285,7 @@ LevelResources = ecs.resource_bundle(
         "floor_size": float,
         "wall_thickness": float,
         "wall_height": float,
+        "outside_wall_height": float,
         "door_width": float,
         "outside_walls_prob": float,
         "max_rooms": int,
@@ -301,6 +309,8 @@ LevelResources = ecs.resource_bundle(
         "agent_friction": float,
         "ramp_friction": float,
         "wall_friction": float,
+        "objects_turn_only_about_z": bool,
+        "move_damping": float,
         "team_spawn_radius": float,
         "placement_clearance": float,
         "first_wall_row": int,
@@ -319,6 +329,28 @@ LevelResources = ecs.resource_bundle(
         "elongated_box_cap": int,
     },
 )
+
+
+@wp.func
+def put_agent(b: Bodies, world: int, row: int, kind: int, x: float, y: float, yaw: float, level: LevelResources):
+    """An agent: a sphere turning about z only, with OpenAI's slide-joint damping as the body's drag in x and y."""
+    r = level.agent_radius
+    pos = wp.vec3(x, y, r)
+    put_body(
+        b,
+        world,
+        row,
+        kind,
+        SPHERE,
+        wp.vec3(r, 0.0, 0.0),
+        pos,
+        yaw_quat(yaw),
+        level.agent_mass,
+        DYNAMIC,
+        level.agent_friction,
+        True,
+    )
+    b.drag[world, row] = wp.vec3(level.move_damping, level.move_damping, 0.0)
 
 
 @wp.func
@@ -464,6 +496,7 @@ def reset_level(
         0.0,
         STATIC,
         level.floor_friction,
+        False,
     )
     half = 0.5 * level.floor_size
     state = world_rng_out[world]
@@ -486,6 +519,7 @@ def reset_level(
                 level.box_mass,
                 DYNAMIC,
                 level.box_friction,
+                level.objects_turn_only_about_z,
             )
         rs = level.ramp_size * 0.5
         for i in range(level.fixed_ramp_count):
@@ -502,6 +536,7 @@ def reset_level(
                 level.ramp_mass,
                 DYNAMIC,
                 level.ramp_friction,
+                level.objects_turn_only_about_z,
             )
         hiders = wp.int32(0)
         seekers = wp.int32(0)
@@ -515,19 +550,7 @@ def reset_level(
                 slot = _MAX_TEAM + seekers
                 seekers += 1
             kind = wp.where(slot < _MAX_TEAM, HIDER_KIND, SEEKER_KIND)
-            put_body(
-                b,
-                world,
-                level.first_agent_row + slot,
-                kind,
-                SPHERE,
-                wp.vec3(level.agent_radius, 0.0, 0.0),
-                wp.vec3(fg[1], fg[2], level.agent_radius),
-                yaw_quat(fg[3]),
-                level.agent_mass,
-                DYNAMIC,
-                level.agent_friction,
-            )
+            put_agent(b, world, level.first_agent_row + slot, kind, fg[1], fg[2], fg[3], level)
             agent_out.alive[world, slot] = 1
         world_rng_out[world] = state
         return
@@ -537,10 +560,11 @@ def reset_level(
     if wp.randf(state) < level.outside_walls_prob:
         t = level.wall_thickness
         e = half - 0.5 * t
-        put_wall(b, world, row, WallVec(-half, -e, half, -e, t, level.wall_height), level.wall_friction)
-        put_wall(b, world, row + 1, WallVec(-half, e, half, e, t, level.wall_height), level.wall_friction)
-        put_wall(b, world, row + 2, WallVec(-e, -half, -e, half, t, level.wall_height), level.wall_friction)
-        put_wall(b, world, row + 3, WallVec(e, -half, e, half, t, level.wall_height), level.wall_friction)
+        tall = level.outside_wall_height
+        put_wall(b, world, row, WallVec(-half, -e, half, -e, t, tall), level.wall_friction)
+        put_wall(b, world, row + 1, WallVec(-half, e, half, e, t, tall), level.wall_friction)
+        put_wall(b, world, row + 2, WallVec(-e, -half, -e, half, t, tall), level.wall_friction)
+        put_wall(b, world, row + 3, WallVec(e, -half, e, half, t, tall), level.wall_friction)
         row += 4
     if level.scenario_kind == QUADRANT_SCENARIO:
         row, state = quadrant_walls(b, world, row, state, level, half)
@@ -581,6 +605,7 @@ def reset_level(
                 level.box_mass,
                 DYNAMIC,
                 level.box_friction,
+                level.objects_turn_only_about_z,
             )
     rs = level.ramp_size * 0.5
     for i in range(level.num_ramps):
@@ -601,6 +626,7 @@ def reset_level(
                 level.ramp_mass,
                 DYNAMIC,
                 level.ramp_friction,
+                level.objects_turn_only_about_z,
             )
     n_hiders, state = randi(state, level.min_hiders, level.max_hiders)
     n_seekers, state = randi(state, level.min_seekers, level.max_seekers)
@@ -637,19 +663,8 @@ def reset_level(
                         first = wp.vec3(x, y, 0.0)
                     if not found:
                         ok = False
-                    put_body(
-                        b,
-                        world,
-                        level.first_agent_row + slot,
-                        wp.where(team == 0, HIDER_KIND, SEEKER_KIND),
-                        SPHERE,
-                        ball,
-                        wp.vec3(x, y, level.agent_radius),
-                        yaw_quat(yaw),
-                        level.agent_mass,
-                        DYNAMIC,
-                        level.agent_friction,
-                    )
+                    kind = wp.where(team == 0, HIDER_KIND, SEEKER_KIND)
+                    put_agent(b, world, level.first_agent_row + slot, kind, x, y, yaw, level)
                     agent_out.alive[world, slot] = 1
                 if ok or attempt == _TEAM_ATTEMPTS - 1:
                     done = True
@@ -690,13 +705,120 @@ BodyDrive = ecs.bundle(
 
 
 @wp.func
+def inertia_about_z(q: wp.quat, inv_inertia: wp.mat33) -> float:
+    """Moment of inertia about the vertical axis through the centre of mass [kg m^2]; 0 for a body that does not
+    turn. A body with a locked tilt (only the zz entry of its inverse inertia, and upright) has 1 / that entry."""
+    if wp.determinant(inv_inertia) > 0.0:
+        r = wp.quat_to_matrix(q)
+        return (r * wp.inverse(inv_inertia) * wp.transpose(r))[2, 2]
+    if inv_inertia[2, 2] > 0.0:
+        return 1.0 / inv_inertia[2, 2]
+    return 0.0
+
+
+@wp.func
+def damped_speed(force: float, damping: float, now: float, inertia: float, dt: float) -> float:
+    """A speed (linear or angular) ``dt`` after ``now`` under a motor ``force`` (or torque) against a drag
+    ``damping * speed``, on ``inertia`` (a mass or a moment of inertia): the exact solution of
+    ``inertia * dv/dt = force - damping * v``, which tends to ``force / damping`` and never passes it."""
+    if damping <= 0.0:
+        return now + force * dt / inertia
+    return force / damping + (now - force / damping) * wp.exp(-damping * dt / inertia)
+
+
+@wp.func
+def group_row(
+    world: int,
+    k: int,
+    lead: int,
+    held: int,
+    prep: bool,
+    agent_in: AgentSlots,
+    holding: wp.array2d[wp.int32],
+    joint_out: GrabJoints,
+) -> int:
+    """Body row of member ``k`` of agent ``lead``'s group, or -1: ``k`` 0 is the body it holds (``held``, -1 for
+    none), ``k`` 1..6 agent slot ``k - 1`` if that is the lead or another agent holding the same body."""
+    if k == 0:
+        return held
+    a = k - 1
+    if agent_in.alive[world, a] == 0 or (prep and agent_in.team[world, a] == 1):
+        return -1
+    if a == lead or (held >= 0 and holding[world, a] != 0 and joint_out.joint_body_b[world, a] == held):
+        return agent_in.body_row[world, a]
+    return -1
+
+
+@wp.func
+def turn_group(
+    world: int,
+    lead: int,
+    held: int,
+    prep: bool,
+    physics_dt: float,
+    turn_torque: float,
+    turn_damping: float,
+    world_move_in: wp.array2d[wp.vec3i],
+    agent_in: AgentSlots,
+    body_in: BodyInertia,
+    holding: wp.array2d[wp.int32],
+    body_out: BodyDrive,
+    joint_out: GrabJoints,
+):
+    """Turns agent slot ``lead`` and, when it holds body ``held`` (else -1), that body and every other agent
+    holding it, as one rigid group about its centre of mass: OpenAI's hinge motors (``turn_torque`` at full
+    action) against their damping (``turn_damping``), solved exactly over the step (``damped_speed``) and given
+    to the group as its yaw rate for the step. An agent alone settles at ``turn_torque / turn_damping`` within
+    about a millisecond (its inertia is 0.009 kg m^2), far too stiff for a torque held over a 0.075 s step,
+    which would also keep turning a group that something stops; every member gets the group's turn, so that
+    the grab joints need not pass it on."""
+    mass = wp.float32(0.0)
+    centre = wp.vec3(0.0, 0.0, 0.0)
+    for k in range(_NUM_AGENTS + 1):
+        row = group_row(world, k, lead, held, prep, agent_in, holding, joint_out)
+        if row >= 0:
+            mass += body_in.mass[world, row]
+            centre += body_out.position[world, row] * body_in.mass[world, row]
+    centre = centre / mass
+    inertia = wp.float32(0.0)  # about the vertical through the centre of mass
+    spin = wp.float32(0.0)  # angular momentum about it
+    torque = wp.float32(0.0)
+    damping = wp.float32(0.0)
+    for k in range(_NUM_AGENTS + 1):
+        row = group_row(world, k, lead, held, prep, agent_in, holding, joint_out)
+        if row >= 0:
+            m = body_in.mass[world, row]
+            arm = body_out.position[world, row] - centre
+            v = body_out.linear_velocity[world, row]
+            own = inertia_about_z(body_out.rotation[world, row], body_in.inv_inertia[world, row])
+            inertia += own + m * (arm[0] * arm[0] + arm[1] * arm[1])
+            spin += own * body_out.angular_velocity[world, row][2] + m * (arm[0] * v[1] - arm[1] * v[0])
+            if k > 0:
+                torque += turn_torque * float(world_move_in[world, k - 1][2] - 5) / 5.0
+                damping += turn_damping
+    if inertia <= 0.0:
+        return
+    now = spin / inertia
+    change = damped_speed(torque, damping, now, inertia, physics_dt) - now
+    for k in range(_NUM_AGENTS + 1):
+        row = group_row(world, k, lead, held, prep, agent_in, holding, joint_out)
+        if row >= 0:
+            # Each member turns with the group: its own spin, and its centre swung about the group's.
+            arm = body_out.position[world, row] - centre
+            body_out.angular_velocity[world, row] = body_out.angular_velocity[world, row] + wp.vec3(0.0, 0.0, change)
+            body_out.linear_velocity[world, row] = body_out.linear_velocity[world, row] + wp.vec3(
+                -arm[1] * change, arm[0] * change, 0.0
+            )
+
+
+@wp.func
 def act_agents(
     world: wp.int32,
     # Resources:
     prep_steps: int,
+    physics_dt: float,
     move_force: float,
     turn_torque: float,
-    move_damping: float,
     turn_damping: float,
     lock_ramps: bool,
     # Components in:
@@ -711,7 +833,13 @@ def act_agents(
     body_out: BodyDrive,
     joint_out: GrabJoints,
 ):
-    """Locks, grabs and drive forces of every agent, slots in order; seekers are frozen during preparation."""
+    """Locks, grabs and drive forces of every agent, slots in order; seekers are frozen during preparation.
+
+    The drive is OpenAI's: slide-joint motors of ``move_force`` at full action against the slide damping
+    ``move_damping`` (the agent body's drag, applied by the solver in every substep), and a hinge motor of
+    ``turn_torque`` against ``turn_damping``, solved exactly over the step for the agent and what it holds
+    (``turn_group``).
+    """
     prep = world_episode_step_in <= prep_steps
     # Lock first (a press toggles), so that a box locked this step can no longer be held.
     for a in range(_NUM_AGENTS):
@@ -757,21 +885,39 @@ def act_agents(
             body_out.force[world, me] = wp.vec3(0.0, 0.0, 0.0)
             body_out.torque[world, me] = wp.vec3(0.0, 0.0, 0.0)
         else:
+            # The slide motors, in the world frame; their damping is the body's drag (put_agent), which the
+            # solver applies in every substep as MuJoCo does.
             body_out.response[world, me] = DYNAMIC
             m = world_move_in[world, a]
-            v = body_out.linear_velocity[world, me]
-            w = body_out.angular_velocity[world, me]
-            mass = body_in.mass[world, me]
-            izz = body_in.inv_inertia[world, me][2, 2]
-            # Bins 0..10 around 5 (no force), in the world frame as OpenAI's slide joints; a drag
-            # term bounds the speed the way MuJoCo's joint damping does.
-            fx = move_force * float(m[0] - 5) / 5.0 - move_damping * mass * v[0]
-            fy = move_force * float(m[1] - 5) / 5.0 - move_damping * mass * v[1]
-            tz = turn_torque * float(m[2] - 5) / 5.0
-            if izz > 0.0:
-                tz = tz - turn_damping * w[2] / izz
-            body_out.force[world, me] = wp.vec3(fx, fy, 0.0)
-            body_out.torque[world, me] = wp.vec3(0.0, 0.0, tz)
+            body_out.force[world, me] = wp.vec3(float(m[0] - 5), float(m[1] - 5), 0.0) * (move_force / 5.0)
+            body_out.torque[world, me] = wp.vec3(0.0, 0.0, 0.0)  # the hinge: turn_group
+    # The hinge motors once holds are settled: each group (an agent alone, or a held body with every agent
+    # holding it) is turned by its lowest slot.
+    for a in range(_NUM_AGENTS):
+        if agent_in.alive[world, a] != 0 and not (prep and agent_in.team[world, a] == 1):
+            held = wp.int32(-1)
+            if agent_out.holding[world, a] != 0:
+                held = joint_out.joint_body_b[world, a]
+            lead = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+            for b in range(a):
+                if group_row(world, b + 1, a, held, prep, agent_in, agent_out.holding, joint_out) >= 0:
+                    lead = False  # a lower slot holds the same body
+            if lead:
+                turn_group(
+                    world,
+                    a,
+                    held,
+                    prep,
+                    physics_dt,
+                    turn_torque,
+                    turn_damping,
+                    world_move_in,
+                    agent_in,
+                    body_in,
+                    agent_out.holding,
+                    body_out,
+                    joint_out,
+                )
 
 
 # Column bundles of reward_teams (whole columns, indexed [world, row]).

@@ -177,11 +177,25 @@ def test_box_locked_by_hiders_holds_against_seekers():
     assert int(sim.tensor("body", "locked_by")[0, box]) == 0
 
 
-def test_agent_outside_the_play_area_gets_minus_ten():
-    sim = build(fixed_agents=((0, 1.0, 0.0, 0.0), (1, -1.0, 0.0, math.pi)))
+@pytest.mark.parametrize(
+    ("play_area", "inside_x", "outside_x"),
+    [
+        (None, 8.9, 9.1),  # the default: OpenAI's restrict_rect, 6 m beyond each edge of the 6 m floor
+        ((), 2.9, 3.1),  # empty: the floor square
+        ((-1.0, -4.0, 5.0, 4.0), 4.9, 5.1),
+    ],
+)
+def test_agent_outside_the_play_area_gets_minus_ten(play_area, inside_x, outside_x):
+    overrides = {} if play_area is None else {"play_area": play_area}
+    sim = build(fixed_agents=((0, 1.0, 0.0, 0.0), (1, -1.0, 0.0, math.pi)), **overrides)
+    assert sim.env.config.play_area_bounds[1][0] == pytest.approx(inside_x + 0.1)
     sim.step()
     assert sim.rewards[0, HIDER] == 1.0
-    sim.tensor("body", "position")[0, agent_row(sim, HIDER), 0] = 3.4
+    position = sim.tensor("body", "position")[0, agent_row(sim, HIDER)]
+    position[0] = inside_x
+    sim.step()
+    assert sim.rewards[0, HIDER] == 1.0
+    position[0] = outside_x
     sim.step()
     assert sim.rewards[0, HIDER] == -10.0 and sim.rewards[0, SEEKER] == -1.0
 
@@ -226,13 +240,15 @@ def test_procedural_levels():
             yaw = math.atan2(2 * (q[3] * q[2] + q[0] * q[1]), 1 - 2 * (q[1] ** 2 + q[2] ** 2))
             c, s = abs(math.cos(yaw)), abs(math.sin(yaw))
             h = size[w, r]
+            centre = pos[w, r, :2]
             if shape[w, r] == 1:
                 e = np.array([h[0], h[0]])
             else:
                 e = np.array([c * h[0] + s * h[1], s * h[0] + c * h[1]])
                 if kind[w, r] == Kind.RAMP:
-                    e = e * 4 / 3  # the wedge's centroid is off its box centre
-            boxes_xy[r] = (pos[w, r, :2], e)
+                    # The wedge's origin is its centroid: its footprint runs from -4/3 to 2/3 of hx along its x.
+                    centre = centre - h[0] / 3 * np.array([math.cos(yaw), math.sin(yaw)])
+            boxes_xy[r] = (centre, e)
             assert (np.abs(pos[w, r, :2]) <= cfg.floor_size / 2 + 1e-4).all()
         for i, a in enumerate(objects):
             for b in [*objects[i + 1 :], *walls]:
@@ -345,13 +361,17 @@ def test_agent_climbs_a_locked_ramp_onto_a_box():
     kind = body(sim, "kind")[0]
     for k in (Kind.RAMP, Kind.BOX):
         sim.tensor("body", "locked_by")[0, int(np.nonzero(kind == k)[0][0])] = 1
-    sim.actions["move"][0, HIDER, 0] = 10
+    # Full force up the slope, 40 % across the crest onto the box (the agents' top speed would carry it over),
+    # none once over the box's middle.
+    hider = agent_row(sim, HIDER)
     heights = []
-    for _ in range(28):
+    for _ in range(20):
+        x = body(sim, "position")[0, hider, 0]
+        sim.actions["move"][0, HIDER, 0] = 10 if x < 0.0 else (7 if x < 0.45 else 5)
         sim.step()
-        heights.append(body(sim, "position")[0, agent_row(sim, HIDER), 2])
+        heights.append(body(sim, "position")[0, hider, 2])
     # On top of the 0.5 m box (agent radius 0.15 m): it leaves the ramp's crest climbing at about
-    # 1.2 m/s, so it may hop a few centimetres before it lands, but no more than that.
+    # 3 m/s, so it may hop a few centimetres before it lands, but no more than that.
     assert 0.5 + 0.15 - 0.02 <= max(heights) <= 0.5 + 0.15 + 0.06
-    end = body(sim, "position")[0, agent_row(sim, HIDER)]
+    end = body(sim, "position")[0, hider]
     assert end[2] > 0.6 and 0.25 < end[0] < 0.75  # over the box, not fallen off

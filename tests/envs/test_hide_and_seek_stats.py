@@ -259,7 +259,8 @@ def test_episode_stats_extra_is_checked():
 
 
 def numpy_rewards(sim: ecs.BatchSim, reward_type: str, world: int) -> np.ndarray:
-    """OpenAI's HideAndSeekRewardWrapper on the visibility masks, then -10 outside the floor square."""
+    """OpenAI's HideAndSeekRewardWrapper on the visibility masks, then its RestrictAgentsRect: -10 for an agent
+    outside the play area (farther from the rectangle's middle than half its size, in x or y)."""
     active = sim.obs["active"][world].numpy() != 0
     mask = sim.obs["agents_mask"][world].numpy()  # [6, 5]: the other slots in slot order
     sees = np.zeros((6, 6), bool)
@@ -277,22 +278,27 @@ def numpy_rewards(sim: ecs.BatchSim, reward_type: str, world: int) -> np.ndarray
     elif reward_type == "joint_zero_sum":
         r[hiders], r[seekers] = own[hiders].min(), own[seekers].max()
     xy = sim.obs["self"][world, :, :2].numpy()
-    r[(np.abs(xy) > sim.env.config.floor_size / 2).any(1)] = sim.env.config.out_of_bounds_reward
+    lo, hi = (np.array(v) for v in sim.env.config.play_area_bounds)
+    r[(np.abs(xy - (lo + hi) / 2) > (hi - lo) / 2).any(1)] = sim.env.config.out_of_bounds_reward
     r[~active] = 0.0
     return r
 
 
 def test_reward_types_match_numpy():
-    """Three sims of one seed and one action stream: the same dynamics, each reward type's formula."""
+    """Three sims of one seed and one action stream: the same dynamics, each reward type's formula. A play area
+    smaller than the floor and off its centre, so that agents also leave it."""
     kinds = ("joint_zero_sum", "selfish", "joint_mean")
+    area = (-2.0, -2.5, 2.5, 1.5)
     sims = {
-        k: ecs.BatchSim(envs.make("hide_and_seek", prep_fraction=0.0, reward_type=k), 8, device="cpu", seed=5)
+        k: ecs.BatchSim(
+            envs.make("hide_and_seek", prep_fraction=0.0, reward_type=k, play_area=area), 8, device="cpu", seed=5
+        )
         for k in kinds
     }
     assert envs.make("hide_and_seek").config.reward_type == "joint_zero_sum"  # the default
     gen = torch.Generator().manual_seed(6)
     differ = dict.fromkeys(kinds[1:], 0)
-    checked = 0
+    checked = outside = 0
     for _ in range(40):
         for key, high in (("move", 11), ("grab", 2), ("lock", 2)):
             a = torch.randint(0, high, sims["selfish"].actions[key].shape, generator=gen, dtype=torch.int32)
@@ -306,9 +312,11 @@ def test_reward_types_match_numpy():
             for w in range(sim.num_worlds):
                 np.testing.assert_allclose(sim.rewards[w].numpy(), numpy_rewards(sim, k, w), rtol=0, atol=1e-6)
                 checked += 1
+                outside += int((sim.rewards[w] == sim.env.config.out_of_bounds_reward).any())
             if k != "joint_zero_sum":
                 differ[k] += int((sim.rewards != base.rewards).any())
     assert checked == 3 * 8 * 40 and all(differ.values()), differ  # the types do differ on these rollouts
+    assert outside > 0  # and agents left the play area
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,48 @@ def test_free_fall_matches_the_discrete_and_the_exact_parabola():
     assert np.all(np.abs(z - (10.0 - G * t * t / 2)) <= G * h * t / 2 + 5e-3)
 
 
+def test_drag_matches_the_implicit_and_the_exact_damped_motion():
+    """A pushed ball without gravity, drag 4 N s/m along x, 1 along y, none along z: the implicit Euler
+    ``v_n = F / c (1 - (1 + h c / m)^-n)`` per substep, and the exact ``F / c (1 - exp(-c t / m))``."""
+    cfg = PhysicsConfig(gravity=0.0)
+    mass, force, drag = 2.0, np.array([3.0, 3.0, 3.0]), np.array([4.0, 1.0, 0.0])
+    sim = scene.build([BodySpec(ShapeType.SPHERE, size=(0.1, 0, 0), mass=mass, drag=tuple(drag))], cfg)
+    forces = scene.column(sim, "force")
+    forces[0, 0] = force
+    sim.tables["body"]["force"].assign(forces)
+    v = run(sim, 60, "linear_velocity")["linear_velocity"][:, 0, 0]
+    h = cfg.physics_dt / cfg.physics_substeps
+    n = np.arange(1, 61)[:, None] * cfg.physics_substeps
+    c = np.where(drag > 0, drag, 1.0)
+    discrete = np.where(drag > 0, force / c * (1 - (1 + h * c / mass) ** -n), force * n * h / mass)
+    # Up to rounding: the solver reads velocity back from float32 positions ((x - x_prev) / h), 2^-24 |x| / h
+    # per substep (1e-5 m/s at 1.2 m), which accumulates over the 240 substeps (see the free fall test).
+    np.testing.assert_allclose(v, discrete, rtol=0, atol=1e-3)
+    # Implicit Euler lags the exact decay by O(h c / m): 1.7 % of the top speed along x at most here.
+    t = n * h
+    exact = np.where(drag > 0, force / c * (1 - np.exp(-c * t / mass)), force * t / mass)
+    assert np.abs(v - exact).max() < 0.02 * force[0] / drag[0]
+
+
+def test_drag_stops_a_body_at_a_wall_without_a_rebound():
+    """A ball coasting at 8 m/s against drag into a wall stops there: drag only ever slows a body."""
+    cfg = PhysicsConfig(gravity=0.0)
+    for gap in (0.05, 0.15, 0.25):  # the wall reached at different substeps of a step
+        wall = BodySpec(
+            ShapeType.BOX, size=(0.05, 1.0, 1.0), position=(0.15 + gap + 0.05, 0, 0), response=Response.STATIC
+        )
+        ball = BodySpec(ShapeType.SPHERE, size=(0.15, 0, 0), linear_velocity=(8.0, 0, 0), drag=(10.0, 10.0, 0.0))
+        sim = scene.build([ball, wall], cfg)
+        vx = run(sim, 10, "linear_velocity")["linear_velocity"][:, 0, 0, 0]
+        assert vx.min() >= -1e-6 and abs(vx[-1]) < 1e-6, (gap, vx)
+    # A drag so stiff that an explicit substep would reverse the velocity (h c / m = 2.5) only slows the ball.
+    stiff = BodySpec(ShapeType.SPHERE, size=(0.15, 0, 0), linear_velocity=(8.0, 0, 0), drag=(300.0, 0.0, 0.0))
+    vx = run(scene.build([stiff], cfg), 3, "linear_velocity")["linear_velocity"][:, 0, 0, 0]
+    h = cfg.physics_dt / cfg.physics_substeps
+    assert (vx > 0).all()
+    np.testing.assert_allclose(vx, 8.0 * (1 + h * 300.0) ** -(cfg.physics_substeps * np.arange(1, 4)), atol=1e-6)
+
+
 @pytest.mark.parametrize("mu", [0.2, 0.5])
 def test_box_sliding_on_a_plane_stops_at_the_coulomb_distance(mu):
     v0 = 3.0
@@ -210,6 +252,7 @@ def test_contact_table_overflow_names_the_world_and_the_capacity(worlds, full, t
         (BodySpec(ShapeType.BOX, mass=0.0), r"body 1 \(box\): mass is 0.0"),
         (BodySpec(ShapeType.SPHERE, size=(0.1, 0, 0), mass=-2.0), r"body 1 \(sphere\): mass is -2.0"),
         (BodySpec(ShapeType.PLANE), r"body 1 \(plane\): a plane must be static"),
+        (BodySpec(ShapeType.BOX, drag=(0.0, -1.0, 0.0)), r"body 1 \(box\): drag \[0.0, -1.0, 0.0\] must be finite"),
     ],
 )
 def test_bad_bodies_are_refused_when_the_scene_is_built(spec, message):

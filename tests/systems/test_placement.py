@@ -39,6 +39,7 @@ COLUMNS = {
     "restitution": (wp.float32, ()),
     "force": (wp.vec3, (3,)),
     "torque": (wp.vec3, (3,)),
+    "drag": (wp.vec3, (3,)),
     "prev_position": (wp.vec3, (3,)),
     "prev_rotation": (wp.quat, (4,)),
     "locked_by": (wp.int32, ()),
@@ -190,6 +191,7 @@ def test_place_body_writes_every_column(device):
         expected["restitution"][w, r] = restitutions[i]
         expected["force"][w, r] = 0.0
         expected["torque"][w, r] = 0.0
+        expected["drag"][w, r] = 0.0
         expected["prev_position"][w, r] = positions[i]
         expected["prev_rotation"][w, r] = rotations[i]
         expected["locked_by"][w, r] = 0
@@ -227,6 +229,7 @@ def reset_scene(
     body__restitution_out: wp.array2d[wp.float32],
     body__force_out: wp.array2d[wp.vec3],
     body__torque_out: wp.array2d[wp.vec3],
+    body__drag_out: wp.array2d[wp.vec3],
     body__prev_position_out: wp.array2d[wp.vec3],
     body__prev_rotation_out: wp.array2d[wp.quat],
     body__locked_by_out: wp.array2d[wp.int32],
@@ -253,6 +256,7 @@ def reset_scene(
         restitution=body__restitution_out,
         force=body__force_out,
         torque=body__torque_out,
+        drag=body__drag_out,
         prev_position=body__prev_position_out,
         prev_rotation=body__prev_rotation_out,
         locked_by=body__locked_by_out,
