@@ -5,7 +5,8 @@ new one, holds grab on some stretches and now and then presses lock, so boxes ge
 locked. The printed rate is of stepping with the policy (rendering is timed apart). Frames of the
 first four worlds go to a GIF, the state one step before the end, at twice the size, to a PNG, each
 with a colour legend below. The returns are printed per team, with the share that comes from the
-out-of-play-area penalty (a random policy wanders off the floor, and each such step scores -10).
+out-of-play-area penalty (a random policy wanders off a floor without outside walls, and each step it
+spends outside the play area, 6 m beyond the floor's edges by default, scores -10).
 
     python examples/hide_and_seek_demo.py --num-worlds 64 --steps 240 --video out/hide_and_seek.gif --png out/hide_and_seek.png
 """
@@ -115,10 +116,11 @@ def main(argv: list[str] | None = None) -> None:
 
 def print_returns(returns: torch.Tensor, outside: torch.Tensor, active: torch.Tensor, cfg) -> None:
     """Mean return per agent of each team over the run, and the part of it due to leaving the play area."""
+    (x0, y0), (x1, y1) = cfg.play_area_bounds
     print(
         f"rewards: hiders +1 per step while no seeker sees a hider, else -1; seekers the opposite; 0 during the "
-        f"first {cfg.prep_steps} (preparation) steps of an episode; an agent outside the {cfg.floor_size:g} m play "
-        f"area scores {cfg.out_of_bounds_reward:g} for that step instead."
+        f"first {cfg.prep_steps} (preparation) steps of an episode; an agent outside the play area "
+        f"([{x0:g}, {x1:g}] x [{y0:g}, {y1:g}] m) scores {cfg.out_of_bounds_reward:g} for that step instead."
     )
     team_slots = {"hiders": slice(0, MAX_TEAM), "seekers": slice(MAX_TEAM, 2 * MAX_TEAM)}
     for team, slots in team_slots.items():

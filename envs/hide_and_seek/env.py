@@ -6,7 +6,7 @@ and the unused slots are padded (``active`` 0, observations 0, reward 0).
 
 | Action | shape | values |
 |---|---|---|
-| ``move`` | ``[num_worlds, 6, 3]`` int32 | bins 0..10 for force along world x, force along world y, torque about z; 5 = none; full scale ``move_force`` [N], ``turn_torque`` [N m] |
+| ``move`` | ``[num_worlds, 6, 3]`` int32 | bins 0..10 for force along world x, force along world y, torque about z; 5 = none; full scale ``move_force`` [N], ``turn_torque`` [N m] against ``move_damping``, ``turn_damping`` (OpenAI's: 8 m/s top speed, 0.6 m per step, 9 rad/s) |
 | ``grab`` | ``[num_worlds, 6]`` int32 | 1: hold the reach target (nearest visible box or ramp within ``reach_distance``) with a fixed joint while 1; 0 releases |
 | ``lock`` | ``[num_worlds, 6]`` int32 | a press (0 -> 1) locks the unlocked reach target for the agent's team, or unlocks it if the team locked it (ramps only with ``lock_ramps``) |
 
@@ -22,11 +22,11 @@ and the unused slots are padded (``active`` 0, observations 0, reward 0).
 
 | Reward | shape | value |
 |---|---|---|
-| ``sim.rewards`` | ``[num_worlds, 6]`` float32 | by ``reward_type``: ``joint_zero_sum`` (default) hiders +1 if no seeker sees any hider, else -1, seekers the negation; ``selfish`` a hider -1 if some seeker sees it, else +1, a seeker +1 if it sees some hider, else -1; ``joint_mean`` each agent its team's mean of the selfish rewards. Then ``out_of_bounds_reward`` (-10) for an agent outside the play area (``play_area``, default the floor square), and for every agent while a box or ramp is outside it with ``penalize_objects_outside``; 0 during preparation and for unused slots |
+| ``sim.rewards`` | ``[num_worlds, 6]`` float32 | by ``reward_type``: ``joint_zero_sum`` (default) hiders +1 if no seeker sees any hider, else -1, seekers the negation; ``selfish`` a hider -1 if some seeker sees it, else +1, a seeker +1 if it sees some hider, else -1; ``joint_mean`` each agent its team's mean of the selfish rewards. Then ``out_of_bounds_reward`` (-10) for an agent outside the play area (``play_area``, default OpenAI's, 6 m beyond the floor's edges), and for every agent while a box or ramp is outside it with ``penalize_objects_outside``; 0 during preparation and for unused slots |
 
 | Reset | |
 |---|---|
-| level | the fixed layout (``fixed_*`` fields) when ``fixed_agents`` is not empty, else a procedural level drawn on the device from the world's RNG: outside walls with probability ``outside_walls_prob``; walls by ``scenario``: ``randomwalls`` 1..``max_rooms`` rooms split by walls with doors, ``quadrant`` one room in the (+x, -y) corner whose two walls have a door each, or with probability ``door_dropout_prob`` only one; ``min_boxes``..``max_boxes`` boxes (3..9; ``min_elongated_boxes``..``max_elongated_boxes`` of them elongated; in the quadrant room for ``quadrant``), ``num_ramps`` ramps (2), 1..3 hiders and 1..3 seekers (``quadrant``: seekers outside the room, hiders in it unless ``quadrant_hider_uniform_placement``), teammates within ``team_spawn_radius``, nothing overlapping |
+| level | the fixed layout (``fixed_*`` fields) when ``fixed_agents`` is not empty, else a procedural level drawn on the device from the world's RNG: outside walls (``outside_wall_height``, 4 m) with probability ``outside_walls_prob``; inner walls (``wall_height``, 0.5 m) by ``scenario``: ``randomwalls`` 1..``max_rooms`` rooms split by walls with doors, ``quadrant`` one room in the (+x, -y) corner whose two walls have a door each, or with probability ``door_dropout_prob`` only one; ``min_boxes``..``max_boxes`` boxes (3..9; ``min_elongated_boxes``..``max_elongated_boxes`` of them elongated; in the quadrant room for ``quadrant``), ``num_ramps`` ramps (2), upright and turning about z only with ``objects_turn_only_about_z``, 1..3 hiders and 1..3 seekers (``quadrant``: seekers outside the room, hiders in it unless ``quadrant_hider_uniform_placement``), teammates within ``team_spawn_radius``, nothing overlapping |
 | state | velocities, forces, locks and grabs cleared; episode statistics zeroed, every body's ``start_position`` recorded |
 
 | Termination | |
@@ -45,7 +45,7 @@ Each is a singleton for the running episode (``sim.tensor("world", name)``, 0 af
 copy written in the step an episode ends, kept through the same-step reset (as ``final_obs``);
 ``episode_stats(sim)`` returns them, ``ecs.EpisodeStats(sim, extra=FINAL_STATS)`` averages them over episodes.
 
-One step, in phase order: ACT ``act_agents`` (locks, grabs as fixed joints, drive forces; seekers frozen
+One step, in phase order: ACT ``act_agents`` (locks, grabs as fixed joints, drive forces and turns; seekers frozen
 during preparation; it acts on the reach targets sensed with the last observation); PHYSICS ``find_pairs``;
 COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET ``reset_level``,
 ``begin_episode_stats``; SENSE ``cast_lidar_rays``,

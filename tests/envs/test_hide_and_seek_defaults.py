@@ -26,8 +26,11 @@ STEPS = 10
 OPENAI_TOP_SPEED = 8.0  # m/s: (90 N - 0.2 x 1 kg x 50 m/s^2) / 10 N s/m
 
 
-def drive_alone(steps: int, move: tuple[int, int, int], **overrides) -> tuple[np.ndarray, np.ndarray]:
-    """A hider alone on the floor (the seeker far away) driven by ``move``: its position and yaw after each step."""
+def drive_alone(
+    steps: int, move: tuple[int, int, int], *, drive: int = STEPS, **overrides
+) -> tuple[np.ndarray, np.ndarray]:
+    """A hider alone on the floor (the seeker far away) driven by ``move`` for ``drive`` steps, then released: its
+    position and yaw at the start and after each step."""
     sim = ecs.BatchSim(
         envs.make(
             "hide_and_seek",
@@ -45,7 +48,7 @@ def drive_alone(steps: int, move: tuple[int, int, int], **overrides) -> tuple[np
     row = int(sim.tensor("agent", "body_row")[0, HIDER])
     positions, yaws = [sim.tensor("body", "position").numpy()[0, row].copy()], [0.0]
     for k in range(steps):
-        sim.actions["move"][0, HIDER] = torch.tensor(move if k < STEPS else (5, 5, 5), dtype=torch.int32)
+        sim.actions["move"][0, HIDER] = torch.tensor(move if k < drive else (5, 5, 5), dtype=torch.int32)
         sim.step()
         positions.append(sim.tensor("body", "position").numpy()[0, row].copy())
         yaws.append(float(sim.obs["self"][0, HIDER, 7].atan2(sim.obs["self"][0, HIDER, 6])))
@@ -227,3 +230,30 @@ def test_nothing_leaves_the_walled_arena_under_random_play_with_held_grabs(seed)
 
     random_play(sim, cfg.max_episode_steps - 1, seed, grab=True, each_step=check)
     assert worst[0] < inside and worst[1] < 1.5, (worst, inside)
+
+
+EARLIER = {  # the defaults before OpenAI's, as envs/hide_and_seek/README.md lists them
+    "physics_dt": 1 / 30,
+    "physics_substeps": 4,
+    "gravity": -9.8,
+    "move_force": 20.0,
+    "move_damping": 8.0,
+    "turn_torque": 0.3,
+    "turn_damping": 0.036,
+    "wall_thickness": 0.2,
+    "wall_height": 1.0,
+    "outside_wall_height": 1.0,
+    "door_width": 0.4,
+    "play_area": (),
+    "objects_turn_only_about_z": False,
+}
+
+
+def test_the_earlier_defaults_are_a_config_away():
+    """Madrona's step and the slower agents: a top speed of (20 - 0.2 x 9.8) / 8 = 2.25 m/s, 8.3 rad/s of turn."""
+    x, yaw = drive_alone(40, (10, 5, 10), drive=40, **EARLIER)
+    speed, turn = np.diff(x[:, 0]) / EARLIER["physics_dt"], np.diff(yaw) / EARLIER["physics_dt"]
+    np.testing.assert_allclose(speed[30:], (20.0 - 0.2 * 9.8) / 8.0, rtol=0.02)
+    np.testing.assert_allclose(turn[30:], 0.3 / 0.036, rtol=0.02)
+    cfg = envs.make("hide_and_seek", **EARLIER).config
+    assert cfg.play_area_bounds == ((-3.0, -3.0), (3.0, 3.0))
