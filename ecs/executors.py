@@ -84,6 +84,8 @@ class Recorder:
         self.loop_cond = wp.zeros(1, dtype=wp.int32, device=dev)
         self.loop_index = wp.zeros(1, dtype=wp.int32, device=dev)
         self.staging_flat: list[wp.array] = []
+        reward = storage.singletons["reward"]  # [num_worlds, agents] view, as the engine kernels take it
+        self.reward2d = reward if reward.ndim == 2 else reward.reshape((self.num_worlds, 1))
         self.launches = {id(t): self._bind(t) for t in graph.tasks}
 
     def variant(self, cls: type[Recorder], **kwargs: Any) -> Recorder:
@@ -138,8 +140,7 @@ class Recorder:
 
     def program(self, items: tuple[Item, ...]) -> None:
         """Records a program (``ecs.program``): systems, engine rules and the ended-worlds branch."""
-        s, st = self.storage.singletons, self.storage
-        reward = s["reward"] if s["reward"].ndim == 2 else s["reward"].reshape((self.num_worlds, 1))
+        s, st, reward = self.storage.singletons, self.storage, self.reward2d
         W = self.num_worlds
         for item in items:
             if isinstance(item, Phases):
@@ -273,6 +274,12 @@ class SplitRecorder(Recorder):
             {name: wp.array([0, INT32_MAX], dtype=wp.int32, device="cpu") for name in self.storage.overflow}
             for _ in chunks
         ]
+        # (chunk's first world, its counter, the simulation's counter) as host views, made once.
+        self._merges = [
+            (first, counter.numpy(), self.storage.overflow[name].numpy())
+            for (first, _end), counters in zip(self.chunks, self._counters, strict=True)
+            for name, counter in counters.items()
+        ]
         self._split: dict[int, list] = {}
         for task in self.graph.tasks:
             launch = self.launches[id(task)]
@@ -309,14 +316,11 @@ class SplitRecorder(Recorder):
         cmds[0].launch()
         for f in futures:
             f.result()
-        for (first, _end), counters in zip(self.chunks, self._counters, strict=True):
-            for name, counter in counters.items():
-                mine = counter.numpy()
-                if mine[0] != 0:
-                    total = self.storage.overflow[name].numpy()
-                    total[0] += mine[0]
-                    total[1] = min(int(total[1]), int(mine[1]) + first)
-                    mine[:] = (0, INT32_MAX)
+        for first, mine, total in self._merges:
+            if mine[0] != 0:
+                total[0] += mine[0]
+                total[1] = min(int(total[1]), int(mine[1]) + first)
+                mine[:] = (0, INT32_MAX)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
