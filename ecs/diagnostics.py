@@ -18,6 +18,7 @@ import warp as wp
 from .errors import EcsError
 from .executors import Launch, Recorder
 from .schema import Phase, scalar_type
+from .systems import bundle_spec
 
 if TYPE_CHECKING:
     from .profiling import Profile
@@ -39,7 +40,7 @@ class NanCheck(Recorder):
 
     def check(self, launch: Launch) -> None:
         wp.synchronize_device(self.device)
-        for arr in launch.inputs:
+        for arr in _arrays(launch.inputs):
             label = self.labels.get(id(arr)) if isinstance(arr, wp.array) else None
             if label is None:
                 continue
@@ -68,6 +69,16 @@ class NanCheck(Recorder):
                     f"{what} {where}: {label}{list(index)} is {values[index]} in world {index[0]} "
                     f"({worlds} world(s) affected); {why}."
                 )
+
+
+def _arrays(inputs: Any) -> Any:
+    """The launch's inputs, with each bundle (``ecs.bundle``) replaced by the arrays it holds."""
+    for value in inputs:
+        spec = bundle_spec(getattr(value, "_cls", None))
+        if spec is None:
+            yield value
+        else:
+            yield from (getattr(value, name) for name, *_ in spec.fields)
 
 
 class Timed(Recorder):

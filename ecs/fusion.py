@@ -83,14 +83,18 @@ def build_fused(
     touched = {"episode", "episode_step", "rng", "reset", "reward", "terminated", "truncated"}
     touched |= {a.component.name for a in env.actions.values()}
     touched |= {o.component.name for o in env.observations.values()}
+    tables: set[str] = set()  # singletons some function takes as a whole table (alone or in a bundle)
     for task in graph.tasks:
         touched |= {a.name for a in task.system.accesses if a.kind == AccessKind.SINGLETON}
+        for fp in func_params(task.system, layout, task.name):
+            if fp.table and fp.kind == "singleton":
+                tables.add(fp.comp.name)
+            elif fp.kind == "bundle" and fp.archetype is None:
+                tables |= {f[0] for f in bundle_spec(fp.type).fields}
+    touched |= tables
     # Shaped singletons (per-agent actions, observations, rewards) stay in memory: systems get views.
-    in_memory = {n for n in touched if layout.singletons[n].shape}
-    for task in graph.tasks:  # a function taking a singleton's whole table reads and writes memory
-        in_memory |= {
-            fp.comp.name for fp in func_params(task.system, layout, task.name) if fp.table and fp.kind == "singleton"
-        }
+    # So does a singleton a function takes as a whole table: it reads and writes memory.
+    in_memory = {n for n in touched if layout.singletons[n].shape} | tables
     gen.in_memory = in_memory
     touched -= in_memory
     for name in sorted(touched | in_memory):
@@ -102,7 +106,7 @@ def build_fused(
     # Only what a step writes is stored (a per-step action too: sim.actions then holds the last).
     written = {"episode", "episode_step", "rng", "reset", "reward", "terminated", "truncated"}
     for task in graph.tasks:
-        written |= {a.name for a in task.system.accesses if a.kind == AccessKind.SINGLETON and a.write}
+        written |= {key[1] for key in task.writes if key[0] == "singleton"}
 
     body: list[str] = []
     action_names = {a.component.name: key for key, a in env.actions.items()}
@@ -299,6 +303,9 @@ class _Generator:
                 pre.append(f"{var} = {type_expr(fp.type, self.ns)}()")
                 spec = bundle_spec(fp.type)
                 for cname, _dtype, _shape in spec.fields:
+                    if spec.singletons:  # whole tables, kept in memory (see generate)
+                        pre.append(f"{var}.{cname} = {self.singleton(cname)}")
+                        continue
                     comp = layout.column(layout.archetypes[fp.archetype], cname)
                     col = self.param(
                         f"c_{fp.archetype}__{cname}",

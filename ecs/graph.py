@@ -54,7 +54,8 @@ class Source(NamedTuple):
 
     ``kind`` is one of:
         ``column``: ``tables[name][column]``; ``bundle``: a struct of the columns ``column`` of
-        archetype ``name`` (its type in ``value``); ``singleton``, ``overflow``, ``param``,
+        archetype ``name`` (its type in ``value``); ``singletons``: a struct of the singletons
+        ``column`` (its type in ``value``); ``singleton``, ``overflow``, ``param``,
         ``final_obs`` (observation key) and ``staging`` (action key, per-step actions of a run):
         the array of that ``name``; ``value``: ``value`` itself (a resource, config value or
         resource struct; ``name`` is the parameter); ``engine``: a per-call engine value
@@ -180,7 +181,11 @@ class TaskGraph:
             matches = [None]
             if system.dim == "entity":
                 qualified = sorted(
-                    {a.archetype for a in system.accesses if a.kind in (AccessKind.QUALIFIED, AccessKind.BUNDLE)}
+                    {
+                        a.archetype
+                        for a in system.accesses
+                        if a.kind in (AccessKind.QUALIFIED, AccessKind.BUNDLE) and a.archetype is not None
+                    }
                 )
                 if len(qualified) != 1:
                     raise GraphError(
@@ -202,6 +207,8 @@ class TaskGraph:
             self._bind_params(task, kernel, arch, where)
             if system.is_func and system.is_entity_wise:
                 for a in system.accesses:
+                    if a.kind == AccessKind.BUNDLE and a.archetype is None:
+                        continue  # singletons: a per-entity function only reads them (checked in func_params)
                     if a.kind == AccessKind.BUNDLE:
                         names = [f[0] for f in bundle_spec(system.param_types[a.param]).fields]
                     else:
@@ -224,9 +231,14 @@ class TaskGraph:
             a = parse_param(arg.label, ptype)
             if a.kind == AccessKind.BUNDLE:
                 names = tuple(f[0] for f in bundle_spec(ptype).fields)
-                keys = {("column", a.archetype, n) for n in names}
+                if a.archetype is None:
+                    keys = {("singleton", n) for n in names}
+                    source = Source("singletons", "", names, ptype)
+                else:
+                    keys = {("column", a.archetype, n) for n in names}
+                    source = Source("bundle", a.archetype, names, ptype)
                 (task.writes if a.write else task.reads).update(keys)
-                task.sources.append((a.param, Source("bundle", a.archetype, names, ptype)))
+                task.sources.append((a.param, source))
                 continue
             if a.kind in (AccessKind.COLUMN, AccessKind.QUALIFIED):
                 target = arch if a.kind == AccessKind.COLUMN else layout.archetypes[a.archetype]
@@ -313,8 +325,10 @@ class TaskGraph:
                 var = f"b_{fp.name}"
                 pre.append(f"{var} = {type_expr(fp.type, ns)}()")
                 for cname, dtype, shape in spec.fields:
-                    col = f"{fp.archetype}__{cname}_{'out' if fp.write else 'in'}"
-                    decl = f"{col}: wp.array(dtype={type_expr(dtype, ns)}, ndim={2 + len(shape)})"
+                    owner = "world_" if fp.archetype is None else f"{fp.archetype}__"
+                    col = f"{owner}{cname}_{'out' if fp.write else 'in'}"
+                    lead = 1 if fp.archetype is None else 2
+                    decl = f"{col}: wp.array(dtype={type_expr(dtype, ns)}, ndim={lead + len(shape)})"
                     if decl not in params:
                         params.append(decl)
                     pre.append(f"{var}.{cname} = {col}[world]" if spec.view else f"{var}.{cname} = {col}")
@@ -483,8 +497,9 @@ def func_params(system: System, layout: Layout, where: str) -> list[FuncParam]:
                 fp = FuncParam(pname, "qualified", ptype, a.write, comp, a.archetype)
         elif a.kind == AccessKind.BUNDLE:
             if a.write and entity:
+                what = "singletons" if a.archetype is None else "archetype rows"
                 raise GraphError(
-                    f"{where}: a per-entity @wp.func system may not write a bundle of archetype rows ({pname!r}): "
+                    f"{where}: a per-entity @wp.func system may not write a bundle of {what} ({pname!r}): "
                     "the threads of one world would race. Write it from a per-world @wp.func system"
                 )
             fp = FuncParam(pname, "bundle", ptype, a.write, archetype=a.archetype)
@@ -553,6 +568,24 @@ def func_params(system: System, layout: Layout, where: str) -> list[FuncParam]:
 
 def _check_bundle(layout: Layout, system: System, a: Access, where: str) -> None:
     spec = bundle_spec(system.param_types[a.param])
+    if spec.singletons:
+        for cname, dtype, shape in spec.fields:
+            comp = layout.singletons.get(cname)
+            if comp is None:
+                hint = " (an entity component: bundle it with its archetype)" if layout.component(cname) else ""
+                raise GraphError(
+                    f"{where}: bundle {spec.name!r} ({a.param!r}) holds {cname!r}, which is no singleton{hint}. "
+                    f"Singletons: {sorted(layout.singletons)}"
+                )
+            sized = len(comp.shape) == len(shape) and all(
+                n < 0 or n == m for n, m in zip(shape, comp.shape, strict=True)
+            )
+            if not wp.types.types_equal(comp.dtype, dtype) or not sized:
+                raise GraphError(
+                    f"{where}: bundle {spec.name!r} ({a.param!r}) holds singleton {cname!r} as "
+                    f"{wp.types.type_repr(dtype)}{shape}, but it is {wp.types.type_repr(comp.dtype)}{comp.shape}"
+                )
+        return
     arch = layout.archetypes.get(a.archetype)
     if arch is None:
         raise GraphError(

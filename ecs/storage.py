@@ -155,6 +155,8 @@ class Storage:
         if kind == "bundle":
             table = self.tables[source.name]
             return make_bundle(source.value, {n: table[n][first:end] for n in source.column}, source.column)
+        if kind == "singletons":
+            return make_bundle(source.value, {n: self.singletons[n][first:end] for n in source.column}, source.column)
         if kind == "singleton":
             return self.singletons[source.name][first:end]
         if kind == "overflow":
@@ -175,6 +177,8 @@ class Storage:
             return self.tables[source.name][source.column]
         if kind == "bundle":  # a struct of columns (ecs.bundle), filled once per binding
             return make_bundle(source.value, self.tables[source.name], source.column)
+        if kind == "singletons":  # a struct of singleton tables (ecs.bundle of singletons)
+            return make_bundle(source.value, self.singletons, source.column)
         if kind == "value":
             return source.value
         if kind == "engine":

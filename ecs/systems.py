@@ -8,6 +8,7 @@ Parameter names are the declaration:
 | ``<archetype>__<component>_in`` / ``_out`` | the column of one named archetype | this world's rows of it, a view ``[capacity, *shape]`` indexed by row, or the whole table when annotated with the world axis (``[world, row]``, as in a raw kernel); ``_out`` from per-world functions only |
 | ``<archetype>__overflow_out`` | its spawn-overflow counter (for ``ecs.spawn``) | the same (for ``ecs.spawn_view``) |
 | ``<archetype>_in`` / ``_out`` annotated with an ``ecs.bundle`` | a struct of whole columns of that archetype, each declared read or written | the same, or a struct of this world's views (``ecs.bundle(..., view=True)``) |
+| ``world_in`` / ``world_out`` annotated with an ``ecs.bundle`` of singletons | a struct of whole singleton tables, ``(num_worlds, *shape)`` each | the same, indexed with its ``world`` |
 | ``world_<singleton>_in`` / ``_out`` | a per-world singleton, ``(num_worlds, *shape)`` | this world's value (a view ``[*shape]`` for a shaped singleton, such as per-agent actions), or the whole table when annotated with the world axis (not for the engine's unshaped singletons) |
 | ``world`` / ``row`` (``wp.int32``) | (use ``wp.tid()``) | this world's index; this row's index (per-entity functions only) |
 | a parameter's name | the per-world parameter array (read it with ``ecs.per_world``) | this world's value |
@@ -49,7 +50,7 @@ class AccessKind(enum.IntEnum):
     QUALIFIED = 2  # column of a named archetype
     SINGLETON = 3
     OTHER = 4  # parameter, resource or index
-    BUNDLE = 5  # several columns of a named archetype in one struct (``ecs.bundle``)
+    BUNDLE = 5  # several columns of a named archetype, or several singletons, in one struct (``ecs.bundle``)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Access:
     write: bool = False
 
 
-def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False) -> Any:
+def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False, singletons: bool | None = None) -> Any:
     """A Warp struct with one array per column: one kernel parameter standing for many columns.
 
     A parameter annotated with a bundle and named ``<archetype>_in`` (read) or ``<archetype>_out``
@@ -89,21 +90,46 @@ def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False)
         view: False for whole columns, ``(num_worlds, capacity, *shape)``, indexed ``[world, row]``
             (raw kernels, and ``@wp.func`` systems that index by their ``world``); True for one
             world's rows, ``(capacity, *shape)``, indexed ``[row]`` (``@wp.func`` systems only).
+        singletons: a bundle of per-world singletons rather than of archetype columns: each field is
+            a whole singleton table ``(num_worlds, *shape)``, indexed ``[world]``, and the parameter
+            is named ``world_in`` or ``world_out``. Defaults to True when ``columns`` are singleton
+            components (give it for ``(name, dtype[, shape])`` tuples).
 
     Returns:
         The ``@wp.struct`` class, to use as a parameter annotation.
+
+    A bundle of singletons stands for many per-world values (statistics, counters) in one
+    parameter:
+
+    ```python
+    Tallies = ecs.bundle("Tallies", [Score, Hits, Misses])  # singleton components
+
+
+    @wp.func
+    def tally(world: wp.int32, world_out: Tallies):
+        world_out.hits[world] = world_out.hits[world] + 1
+    ```
     """
+    if singletons is None:
+        singletons = any(isinstance(c, Component) and c.singleton for c in columns)
+    if singletons and view:
+        raise GraphError(f"bundle {name!r}: a bundle of singletons holds whole tables indexed [world]; drop view=True")
     fields: list[tuple[str, Any, tuple[int, ...]]] = []
     for c in columns:
-        if isinstance(c, str) and c in ENGINE_COLUMNS:
+        if isinstance(c, str) and c in ENGINE_COLUMNS and not singletons:
             fields.append((c, wp.int32, ()))
-        elif isinstance(c, Component) and not c.singleton:
+        elif isinstance(c, Component) and c.singleton == singletons:
             fields.append((c.name, c.dtype, c.shape))
         elif isinstance(c, tuple) and len(c) in (2, 3) and isinstance(c[0], str):
             # A trailing-axes count instead of a shape leaves the sizes to the archetype (config-sized columns).
             axes = c[2] if len(c) == 3 and isinstance(c[2], int) else None
             comp = Component(c[0], c[1], tuple(c[2]) if len(c) == 3 and axes is None else ())  # checks name, dtype
             fields.append((comp.name, comp.dtype, comp.shape if axes is None else (-1,) * axes))
+        elif singletons:
+            raise GraphError(
+                f"bundle {name!r}: {c!r} is not a singleton component or a (name, dtype[, shape]) tuple; a bundle "
+                "holds either singletons or the columns of one archetype, not both"
+            )
         else:
             raise GraphError(
                 f"bundle {name!r}: {c!r} is not an entity component, a (name, dtype[, shape]) tuple or one of the "
@@ -111,12 +137,12 @@ def bundle(name: str, columns: Sequence[Component | str], *, view: bool = False)
             )
     if len({f[0] for f in fields}) != len(fields) or not fields:
         raise GraphError(f"bundle {name!r}: list each column once, and at least one, got {[f[0] for f in fields]}")
-    lead = 1 if view else 2
+    lead = 1 if view or singletons else 2
     annotations = {n: wp.array(dtype=dtype, ndim=lead + len(shape)) for n, dtype, shape in fields}
     caller = sys._getframe(1).f_globals.get("__name__", __name__)
     cls = type(name, (), {"__annotations__": annotations, "__module__": caller, "__qualname__": name})
     struct = wp.struct(cls)
-    struct.ecs_bundle = BundleSpec(name, tuple(fields), view)
+    struct.ecs_bundle = BundleSpec(name, tuple(fields), view, singletons)
     return struct
 
 
@@ -145,11 +171,13 @@ def resource_bundle(name: str, fields: dict[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class BundleSpec:
-    """What a bundle struct holds: (column, dtype, shape) per field, and whether it is a one-world view."""
+    """What a bundle struct holds: (column, dtype, shape) per field, whether it is a one-world view, and
+    whether its fields are singletons rather than archetype columns."""
 
     name: str
     fields: tuple[tuple[str, Any, tuple[int, ...]], ...]
     view: bool
+    singletons: bool = False
 
 
 def bundle_spec(ptype: Any) -> BundleSpec | None:
@@ -159,13 +187,20 @@ def bundle_spec(ptype: Any) -> BundleSpec | None:
 
 def parse_param(param: str, ptype: Any = None) -> Access:
     """Classifies a kernel parameter by its name (and, for bundles, its annotation)."""
-    if bundle_spec(ptype) is not None:
+    spec = bundle_spec(ptype)
+    if spec is not None and spec.singletons:
+        if param not in ("world_in", "world_out"):
+            raise GraphError(
+                f"parameter {param!r} is a bundle of singletons ({spec.name!r}): name it world_in (read) or "
+                "world_out (written)"
+            )
+        return Access(param, AccessKind.BUNDLE, "world", write=param == "world_out")
+    if spec is not None:
         for suffix, write in (("_in", False), ("_out", True)):
             if param.endswith(suffix) and len(param) > len(suffix):
                 base = param[: -len(suffix)]
                 return Access(param, AccessKind.BUNDLE, base, archetype=base, write=write)
         raise GraphError(f"parameter {param!r} is a bundle: name it <archetype>_in (read) or <archetype>_out (written)")
-    """Classifies a kernel parameter by its name."""
     for suffix, write in (("_in", False), ("_out", True)):
         if param.endswith(suffix) and len(param) > len(suffix):
             base = param[: -len(suffix)]

@@ -52,8 +52,11 @@ from __future__ import annotations
 
 import warp as wp
 
+import ecs
+
 from .collision import Contacts, Poses, collide, shape_extent
 from .geometry import is_round
+from .grab import GrabJoints
 from .rigid_body import (
     KINEMATIC,
     angular_inverse_mass,
@@ -667,6 +670,55 @@ def solve_manifold_velocity(
         bodies.angular_velocity[world, b] = wb
 
 
+# Column bundles of step_bodies (whole columns, indexed [world, row]).
+SolverBodies = ecs.bundle(
+    "SolverBodies",
+    [
+        "alive",
+        ("shape", wp.int32),
+        ("size", wp.vec3),
+        ("mass", wp.float32),
+        ("inv_inertia", wp.mat33),
+        ("response", wp.int32),
+        ("locked_by", wp.int32),
+        ("friction", wp.float32),
+        ("restitution", wp.float32),
+        ("force", wp.vec3),
+        ("torque", wp.vec3),
+        ("drag", wp.vec3),
+    ],
+)
+SolverMotion = ecs.bundle(
+    "SolverMotion",
+    [
+        ("position", wp.vec3),
+        ("rotation", wp.quat),
+        ("linear_velocity", wp.vec3),
+        ("angular_velocity", wp.vec3),
+        ("prev_position", wp.vec3),
+        ("prev_rotation", wp.quat),
+    ],
+)
+SolverPairs = ecs.bundle("SolverPairs", [("pair_body_a", wp.int32), ("pair_body_b", wp.int32)])
+SolverContacts = ecs.bundle(
+    "SolverContacts",
+    [
+        "alive",
+        ("contact_body_a", wp.int32),
+        ("contact_body_b", wp.int32),
+        ("contact_normal", wp.vec3),
+        ("contact_offset_a", wp.vec3),
+        ("contact_offset_b", wp.vec3),
+        ("contact_depth", wp.float32),
+        ("contact_normal_speed", wp.float32),
+        ("contact_impulse", wp.float32),
+        ("contact_friction", wp.vec3),
+        ("contact_order", wp.int32),
+        ("contact_height", wp.float32),
+    ],
+)
+
+
 @wp.kernel
 def step_bodies(
     # Resources:
@@ -677,81 +729,48 @@ def step_bodies(
     angular_damping: float,
     contact_margin: float,
     # Components in:
-    body__alive_in: wp.array2d[wp.int32],
-    body__shape_in: wp.array2d[wp.int32],
-    body__size_in: wp.array2d[wp.vec3],
-    body__mass_in: wp.array2d[wp.float32],
-    body__inv_inertia_in: wp.array2d[wp.mat33],
-    body__response_in: wp.array2d[wp.int32],
-    body__locked_by_in: wp.array2d[wp.int32],
-    body__friction_in: wp.array2d[wp.float32],
-    body__restitution_in: wp.array2d[wp.float32],
-    body__force_in: wp.array2d[wp.vec3],
-    body__torque_in: wp.array2d[wp.vec3],
-    body__drag_in: wp.array2d[wp.vec3],
-    pair__pair_body_a_in: wp.array2d[wp.int32],
-    pair__pair_body_b_in: wp.array2d[wp.int32],
+    body_in: SolverBodies,
+    pair_in: SolverPairs,
     world_pair_count_in: wp.array[wp.int32],
-    joint__alive_in: wp.array2d[wp.int32],
-    joint__joint_body_a_in: wp.array2d[wp.int32],
-    joint__joint_body_b_in: wp.array2d[wp.int32],
-    joint__joint_anchor_a_in: wp.array2d[wp.vec3],
-    joint__joint_anchor_b_in: wp.array2d[wp.vec3],
-    joint__joint_rotation_in: wp.array2d[wp.quat],
+    joint_in: GrabJoints,
     # Components out:
-    body__position_out: wp.array2d[wp.vec3],
-    body__rotation_out: wp.array2d[wp.quat],
-    body__linear_velocity_out: wp.array2d[wp.vec3],
-    body__angular_velocity_out: wp.array2d[wp.vec3],
-    body__prev_position_out: wp.array2d[wp.vec3],
-    body__prev_rotation_out: wp.array2d[wp.quat],
-    contact__alive_out: wp.array2d[wp.int32],
-    contact__contact_body_a_out: wp.array2d[wp.int32],
-    contact__contact_body_b_out: wp.array2d[wp.int32],
-    contact__contact_normal_out: wp.array2d[wp.vec3],
-    contact__contact_offset_a_out: wp.array2d[wp.vec3],
-    contact__contact_offset_b_out: wp.array2d[wp.vec3],
-    contact__contact_depth_out: wp.array2d[wp.float32],
-    contact__contact_normal_speed_out: wp.array2d[wp.float32],
-    contact__contact_impulse_out: wp.array2d[wp.float32],
-    contact__contact_friction_out: wp.array2d[wp.vec3],
-    contact__contact_order_out: wp.array2d[wp.int32],
-    contact__contact_height_out: wp.array2d[wp.float32],
+    body_out: SolverMotion,
+    contact_out: SolverContacts,
     contact__overflow_out: wp.array[wp.int32],
     world_contact_count_out: wp.array[wp.int32],
 ):
     """One physics step of every body of a world: substeps of integrate, collide, solve, update."""
     world = wp.tid()
     bodies = Bodies()
-    bodies.alive = body__alive_in
-    bodies.mass = body__mass_in
-    bodies.inv_inertia = body__inv_inertia_in
-    bodies.response = body__response_in
-    bodies.locked_by = body__locked_by_in
-    bodies.friction = body__friction_in
-    bodies.restitution = body__restitution_in
-    bodies.position = body__position_out
-    bodies.rotation = body__rotation_out
-    bodies.prev_position = body__prev_position_out
-    bodies.prev_rotation = body__prev_rotation_out
-    bodies.linear_velocity = body__linear_velocity_out
-    bodies.angular_velocity = body__angular_velocity_out
+    bodies.alive = body_in.alive
+    bodies.mass = body_in.mass
+    bodies.inv_inertia = body_in.inv_inertia
+    bodies.response = body_in.response
+    bodies.locked_by = body_in.locked_by
+    bodies.friction = body_in.friction
+    bodies.restitution = body_in.restitution
+    bodies.position = body_out.position
+    bodies.rotation = body_out.rotation
+    bodies.prev_position = body_out.prev_position
+    bodies.prev_rotation = body_out.prev_rotation
+    bodies.linear_velocity = body_out.linear_velocity
+    bodies.angular_velocity = body_out.angular_velocity
     poses = Poses()
-    poses.shape = body__shape_in
-    poses.size = body__size_in
-    poses.position = body__position_out
-    poses.rotation = body__rotation_out
+    poses.shape = body_in.shape
+    poses.size = body_in.size
+    poses.position = body_out.position
+    poses.rotation = body_out.rotation
     c = Contacts()
-    c.body_a = contact__contact_body_a_out
-    c.body_b = contact__contact_body_b_out
-    c.normal = contact__contact_normal_out
-    c.offset_a = contact__contact_offset_a_out
-    c.offset_b = contact__contact_offset_b_out
-    c.depth = contact__contact_depth_out
+    c.body_a = contact_out.contact_body_a
+    c.body_b = contact_out.contact_body_b
+    c.normal = contact_out.contact_normal
+    c.offset_a = contact_out.contact_offset_a
+    c.offset_b = contact_out.contact_offset_b
+    c.depth = contact_out.contact_depth
     c.count = world_contact_count_out
     c.overflow = contact__overflow_out
 
-    nb = body__alive_in.shape[1]
+    nb = body_in.alive.shape[1]
     h = physics_dt / float(physics_substeps)
     for _sub in range(physics_substeps):
         # Speculative contacts: the narrowphase runs at the poses the substep starts from, with a
@@ -760,13 +779,13 @@ def step_bodies(
         # pushed out on the far side of a thin wall it crossed within one substep.
         world_contact_count_out[world] = 0
         for k in range(world_pair_count_in[world]):
-            a = pair__pair_body_a_in[world, k]
-            b = pair__pair_body_b_in[world, k]
-            reach_a = substep_reach(bodies, poses, world, a, h, gravity, body__force_in[world, a])
-            reach_b = substep_reach(bodies, poses, world, b, h, gravity, body__force_in[world, b])
+            a = pair_in.pair_body_a[world, k]
+            b = pair_in.pair_body_b[world, k]
+            reach_a = substep_reach(bodies, poses, world, a, h, gravity, body_in.force[world, a])
+            reach_b = substep_reach(bodies, poses, world, b, h, gravity, body_in.force[world, b])
             collide(c, poses, world, a, b, contact_margin + reach_a + reach_b)
         for i in range(nb):
-            if body__alive_in[world, i] != 0:
+            if body_in.alive[world, i] != 0:
                 integrate(
                     bodies,
                     world,
@@ -775,47 +794,47 @@ def step_bodies(
                     gravity,
                     linear_damping,
                     angular_damping,
-                    body__force_in[world, i],
-                    body__torque_in[world, i],
-                    body__drag_in[world, i],
+                    body_in.force[world, i],
+                    body_in.torque[world, i],
+                    body_in.drag[world, i],
                 )
         count = world_contact_count_out[world]
         for k in range(count):
-            a = contact__contact_body_a_out[world, k]
-            b = contact__contact_body_b_out[world, k]
-            qa = body__rotation_out[world, a]
-            qb = body__rotation_out[world, b]
-            n = contact__contact_normal_out[world, k]
+            a = contact_out.contact_body_a[world, k]
+            b = contact_out.contact_body_b[world, k]
+            qa = body_out.rotation[world, a]
+            qb = body_out.rotation[world, b]
+            n = contact_out.contact_normal[world, k]
             rot_a = wp.quat_to_matrix(qa)
             rot_b = wp.quat_to_matrix(qb)
-            start_a = wp.quat_to_matrix(body__prev_rotation_out[world, a])
-            start_b = wp.quat_to_matrix(body__prev_rotation_out[world, b])
+            start_a = wp.quat_to_matrix(body_out.prev_rotation[world, a])
+            start_b = wp.quat_to_matrix(body_out.prev_rotation[world, b])
             ra = facing_arm(
-                rot_a * contact__contact_offset_a_out[world, k], rot_a, start_a, n * round_radius(poses, world, a)
+                rot_a * contact_out.contact_offset_a[world, k], rot_a, start_a, n * round_radius(poses, world, a)
             )
             rb = facing_arm(
-                rot_b * contact__contact_offset_b_out[world, k], rot_b, start_b, -n * round_radius(poses, world, b)
+                rot_b * contact_out.contact_offset_b[world, k], rot_b, start_b, -n * round_radius(poses, world, b)
             )
             v = point_velocity(bodies, world, a, ra) - point_velocity(bodies, world, b, rb)
-            contact__contact_normal_speed_out[world, k] = wp.dot(n, v)
-            contact__contact_impulse_out[world, k] = 0.0
-            contact__contact_friction_out[world, k] = wp.vec3(0.0, 0.0, 0.0)
+            contact_out.contact_normal_speed[world, k] = wp.dot(n, v)
+            contact_out.contact_impulse[world, k] = 0.0
+            contact_out.contact_friction[world, k] = wp.vec3(0.0, 0.0, 0.0)
         manifolds = order_manifolds(
-            bodies, c, contact__contact_order_out, contact__contact_height_out, world, count, gravity
+            bodies, c, contact_out.contact_order, contact_out.contact_height, world, count, gravity
         )
         for it in range(CONTACT_PASSES):
             # Joints first in every pass, contacts after: a held body may lag its holder a little,
             # but is never left driven into another body (whose push-back would become speed).
-            for j in range(joint__alive_in.shape[1]):
-                if joint__alive_in[world, j] != 0:
+            for j in range(joint_in.alive.shape[1]):
+                if joint_in.alive[world, j] != 0:
                     solve_joint(
                         bodies,
                         world,
-                        joint__joint_body_a_in[world, j],
-                        joint__joint_body_b_in[world, j],
-                        joint__joint_anchor_a_in[world, j],
-                        joint__joint_anchor_b_in[world, j],
-                        joint__joint_rotation_in[world, j],
+                        joint_in.joint_body_a[world, j],
+                        joint_in.joint_body_b[world, j],
+                        joint_in.joint_anchor_a[world, j],
+                        joint_in.joint_anchor_b[world, j],
+                        joint_in.joint_rotation[world, j],
                     )
             up = wp.vec3(0.0, 0.0, 0.0)
             if it == CONTACT_PASSES - 1:
@@ -827,39 +846,39 @@ def step_bodies(
                 # the body settles on both supports rather than on the one solved last.
                 last = first + 1
                 while last < manifolds:
-                    if contact__contact_height_out[world, last] - contact__contact_height_out[world, first] > LEVEL_GAP:
+                    if contact_out.contact_height[world, last] - contact_out.contact_height[world, first] > LEVEL_GAP:
                         break
                     last += 1
                 repeats = wp.int32(1)
                 if it == CONTACT_PASSES - 1 and last - first > 1:  # noqa: SIM102 (Warp evaluates both sides of `and`)
-                    if level_shares_a_body(bodies, c, contact__contact_order_out, world, first, last):
+                    if level_shares_a_body(bodies, c, contact_out.contact_order, world, first, last):
                         repeats = LEVEL_SWEEPS
                 for _repeat in range(repeats):
                     for m in range(first, last):
-                        k = contact__contact_order_out[world, m]
+                        k = contact_out.contact_order[world, m]
                         e = manifold_end(c, world, k, count)
                         solve_manifold(
                             bodies,
                             c,
-                            contact__contact_impulse_out,
-                            contact__contact_friction_out,
+                            contact_out.contact_impulse,
+                            contact_out.contact_friction,
                             world,
                             k,
                             e,
                             up,
-                            round_radius(poses, world, contact__contact_body_a_out[world, k]),
-                            round_radius(poses, world, contact__contact_body_b_out[world, k]),
+                            round_radius(poses, world, contact_out.contact_body_a[world, k]),
+                            round_radius(poses, world, contact_out.contact_body_b[world, k]),
                         )
                 first = last
         for i in range(nb):
-            if body__alive_in[world, i] != 0 and movable(body__response_in[world, i], body__locked_by_in[world, i]):
-                body__linear_velocity_out[world, i] = (
-                    body__position_out[world, i] - body__prev_position_out[world, i]
+            if body_in.alive[world, i] != 0 and movable(body_in.response[world, i], body_in.locked_by[world, i]):
+                body_out.linear_velocity[world, i] = (
+                    body_out.position[world, i] - body_out.prev_position[world, i]
                 ) / h
-                body__angular_velocity_out[world, i] = substep_angular_velocity(
-                    body__prev_rotation_out[world, i],
-                    body__rotation_out[world, i],
-                    body__angular_velocity_out[world, i],
+                body_out.angular_velocity[world, i] = substep_angular_velocity(
+                    body_out.prev_rotation[world, i],
+                    body_out.rotation[world, i],
+                    body_out.angular_velocity[world, i],
                     h,
                 )
         k = wp.int32(0)
@@ -868,17 +887,17 @@ def step_bodies(
             solve_manifold_velocity(
                 bodies,
                 c,
-                contact__contact_impulse_out,
-                contact__contact_normal_speed_out,
+                contact_out.contact_impulse,
+                contact_out.contact_normal_speed,
                 world,
                 k,
                 e,
                 h,
                 gravity,
-                round_radius(poses, world, contact__contact_body_a_out[world, k]),
-                round_radius(poses, world, contact__contact_body_b_out[world, k]),
+                round_radius(poses, world, contact_out.contact_body_a[world, k]),
+                round_radius(poses, world, contact_out.contact_body_b[world, k]),
             )
             k = e
     count = world_contact_count_out[world]
-    for k in range(contact__alive_out.shape[1]):
-        contact__alive_out[world, k] = wp.where(k < count, 1, 0)
+    for k in range(contact_out.alive.shape[1]):
+        contact_out.alive[world, k] = wp.where(k < count, 1, 0)

@@ -8,6 +8,7 @@
 - Every system of a registered environment names its kernel parameters by the convention the
   engine binds by (``<x>_in`` / ``<x>_out``, ``world_<x>_in`` / ``_out``, a declared parameter,
   resource or config field, or ``world`` / ``row`` in a ``@wp.func``), as mujoco_warp's tool does.
+- No system of a registered environment lists more than 16 parameters (bundles group the rest).
 - Every environment folder holds ``env.py``, ``kernels.py``, ``<name>.yaml`` and ``README.md``, and
   ``env.py`` opens with Action, Observation, Reward, Reset and Termination tables.
 """
@@ -231,6 +232,19 @@ def test_system_parameters_follow_the_naming_convention(name):
         f"env {name!r}: kernel parameters that are neither <x>_in / <x>_out nor a declared parameter, resource "
         f"or config field: {bad}"
     )
+
+
+MAX_PARAMETERS = 16
+
+
+@pytest.mark.parametrize("name", envs.names())
+def test_system_signatures_stay_short(name):
+    """No system lists more than about 15 parameters: groups of columns, singletons and resources are
+    passed as bundles (``ecs.bundle``, ``ecs.resource_bundle``)."""
+    if not env_is_written(name):
+        pytest.skip(f"envs/{name}/env.py does not exist yet")
+    long = {s.name: len(s.param_types) for s in envs.make(name).systems if len(s.param_types) > MAX_PARAMETERS}
+    assert not long, f"env {name!r}: systems with more than {MAX_PARAMETERS} parameters: {long}; bundle them"
 
 
 # -- environment folders ----------------------------------------------------------------------

@@ -70,27 +70,27 @@ def has_free_row(alive: wp.array2d[wp.int32], world: wp.int32) -> bool:
     return False
 
 
+# An item archetype's columns that spawning writes (food and poison share them).
+Items = ecs.bundle("Items", ["alive", "generation", ("position", wp.vec2), ("age", wp.int32), ("lifetime", wp.int32)])
+
+
 @wp.func
 def place_item(
     strict_capacity: bool,
     at: wp.vec2,
     lifetime: wp.int32,
     world: wp.int32,
-    alive: wp.array2d[wp.int32],
-    generation: wp.array2d[wp.int32],
+    items: Items,
     overflow: wp.array[wp.int32],
-    position: wp.array2d[wp.vec2],
-    age: wp.array2d[wp.int32],
-    lifetime_col: wp.array2d[wp.int32],
 ):
     # A full table skips the spawn; strict mode spawns anyway so the engine reports the overflow.
-    free = has_free_row(alive, world)
+    free = has_free_row(items.alive, world)
     if free or strict_capacity:
-        row = ecs.spawn(alive, generation, overflow, world)
+        row = ecs.spawn(items.alive, items.generation, overflow, world)
         if row >= 0:
-            position[world, row] = at
-            age[world, row] = 0
-            lifetime_col[world, row] = lifetime
+            items.position[world, row] = at
+            items.age[world, row] = 0
+            items.lifetime[world, row] = lifetime
 
 
 @wp.func
@@ -105,18 +105,10 @@ def spawn_items(
     strict_capacity: bool,
     # Components out:
     world_rng_out: wp.uint32,
-    food__alive_out: wp.array2d[wp.int32],
-    food__generation_out: wp.array2d[wp.int32],
+    food_out: Items,
     food__overflow_out: wp.array[wp.int32],
-    food__position_out: wp.array2d[wp.vec2],
-    food__age_out: wp.array2d[wp.int32],
-    food__lifetime_out: wp.array2d[wp.int32],
-    poison__alive_out: wp.array2d[wp.int32],
-    poison__generation_out: wp.array2d[wp.int32],
+    poison_out: Items,
     poison__overflow_out: wp.array[wp.int32],
-    poison__position_out: wp.array2d[wp.vec2],
-    poison__age_out: wp.array2d[wp.int32],
-    poison__lifetime_out: wp.array2d[wp.int32],
 ):
     """At most one food and one poison item per step, at uniform positions in the lowest free rows."""
     state = world_rng_out
@@ -126,31 +118,9 @@ def spawn_items(
     poison_roll = wp.randf(state)
     poison_at = wp.vec2(wp.randf(state, 0.0, arena_size), wp.randf(state, 0.0, arena_size))
     if food_roll < food_spawn_prob:
-        place_item(
-            strict_capacity,
-            food_at,
-            food_lifetime,
-            world,
-            food__alive_out,
-            food__generation_out,
-            food__overflow_out,
-            food__position_out,
-            food__age_out,
-            food__lifetime_out,
-        )
+        place_item(strict_capacity, food_at, food_lifetime, world, food_out, food__overflow_out)
     if poison_roll < poison_spawn_prob:
-        place_item(
-            strict_capacity,
-            poison_at,
-            poison_lifetime,
-            world,
-            poison__alive_out,
-            poison__generation_out,
-            poison__overflow_out,
-            poison__position_out,
-            poison__age_out,
-            poison__lifetime_out,
-        )
+        place_item(strict_capacity, poison_at, poison_lifetime, world, poison_out, poison__overflow_out)
     return state
 
 
@@ -204,16 +174,25 @@ def eat_within_reach(
     return eaten
 
 
+# What eating an item does: the forager's reach [m], and the reward and energy of food and poison.
+Diet = ecs.resource_bundle(
+    "Diet",
+    {
+        "reach": float,
+        "food_reward": float,
+        "poison_reward": float,
+        "food_energy": float,
+        "poison_energy": float,
+        "max_energy": float,
+    },
+)
+
+
 @wp.func
 def eat_items(
     world: wp.int32,
     # Resources:
-    reach: float,
-    food_reward: float,
-    poison_reward: float,
-    food_energy: float,
-    poison_energy: float,
-    max_energy: float,
+    diet: Diet,
     # Components in:
     forager__alive_in: wp.array2d[wp.int32],
     forager__position_in: wp.array2d[wp.vec2],
@@ -231,17 +210,17 @@ def eat_items(
     if forager__alive_in[world, 0] == 0:
         return world_reward_out, world_score_out, world_items_eaten_out
     agent = forager__position_in[world, 0]
-    food = eat_within_reach(food__alive_out, food__position_in, agent, reach, world)
-    poison = eat_within_reach(poison__alive_out, poison__position_in, agent, reach, world)
+    food = eat_within_reach(food__alive_out, food__position_in, agent, diet.reach, world)
+    poison = eat_within_reach(poison__alive_out, poison__position_in, agent, diet.reach, world)
     energy = forager__energy_out[world, 0]
     reward = wp.float32(0.0)  # typed, so that the loops below may change it
     # One addition per item (no count * value product), so every backend rounds the same way.
     for _ in range(food):
-        energy = wp.min(energy + food_energy, max_energy)
-        reward = reward + food_reward
+        energy = wp.min(energy + diet.food_energy, diet.max_energy)
+        reward = reward + diet.food_reward
     for _ in range(poison):
-        energy = wp.max(energy - poison_energy, 0.0)
-        reward = reward + poison_reward
+        energy = wp.max(energy - diet.poison_energy, 0.0)
+        reward = reward + diet.poison_reward
     forager__energy_out[world, 0] = energy
     return reward, world_score_out + reward, world_items_eaten_out + food + poison
 

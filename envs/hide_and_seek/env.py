@@ -376,20 +376,7 @@ StartPosition = ecs.Component(
     doc="Where the body was when the episode began [m], written at every reset (the origin of the travel statistics).",
 )
 
-# The episode statistics of OpenAI's TrackStatWrapper (and grab counts): name, dtype, shape, meaning. Each is a
-# per-world singleton describing the current episode, with a ``final_`` twin holding the last ended episode's.
-_STATS = (
-    ("max_box_move_prep", wp.float32, (), "largest distance of a box from its start [m] at the end of preparation"),
-    ("max_box_move", wp.float32, (), "largest distance of a box from its start [m] at the end of the episode"),
-    ("num_box_lock_prep", wp.int32, (), "boxes locked at the end of preparation"),
-    ("num_box_lock", wp.int32, (), "boxes locked at the end of the episode"),
-    ("max_ramp_move_prep", wp.float32, (), "largest distance of a ramp from its start [m] at the end of preparation"),
-    ("max_ramp_move", wp.float32, (), "largest distance of a ramp from its start [m] at the end of the episode"),
-    ("num_ramp_lock_prep", wp.int32, (), "ramps locked at the end of preparation"),
-    ("num_ramp_lock", wp.int32, (), "ramps locked at the end of the episode"),
-    ("grab_steps_prep", wp.int32, (2,), "agent-steps holding a grab during preparation, [hiders, seekers]"),
-    ("grab_steps", wp.int32, (2,), "agent-steps holding a grab over the episode, [hiders, seekers]"),
-)
+_STATS = kernels.STAT_FIELDS
 STATS = tuple(name for name, *_ in _STATS)
 """Names of the episode statistics, in ``episode_stats`` order."""
 FINAL_STATS = {name: f"final_{name}" for name in STATS}

@@ -1047,6 +1047,28 @@ def travel(body_in: BodyTravel, world: int, first: int, end: int):
     return move, locks
 
 
+# The episode statistics of OpenAI's TrackStatWrapper (and grab counts): name, dtype, shape, meaning. Each is a
+# per-world singleton describing the current episode, with a ``final_`` twin holding the last ended episode's.
+STAT_FIELDS = (
+    ("max_box_move_prep", wp.float32, (), "largest distance of a box from its start [m] at the end of preparation"),
+    ("max_box_move", wp.float32, (), "largest distance of a box from its start [m] at the end of the episode"),
+    ("num_box_lock_prep", wp.int32, (), "boxes locked at the end of preparation"),
+    ("num_box_lock", wp.int32, (), "boxes locked at the end of the episode"),
+    ("max_ramp_move_prep", wp.float32, (), "largest distance of a ramp from its start [m] at the end of preparation"),
+    ("max_ramp_move", wp.float32, (), "largest distance of a ramp from its start [m] at the end of the episode"),
+    ("num_ramp_lock_prep", wp.int32, (), "ramps locked at the end of preparation"),
+    ("num_ramp_lock", wp.int32, (), "ramps locked at the end of the episode"),
+    ("grab_steps_prep", wp.int32, (2,), "agent-steps holding a grab during preparation, [hiders, seekers]"),
+    ("grab_steps", wp.int32, (2,), "agent-steps holding a grab over the episode, [hiders, seekers]"),
+)
+_CURRENT = [(name, dtype, shape) for name, dtype, shape, _ in STAT_FIELDS]
+# The running episode's statistics, and those with their ``final_`` twins (bundles of singletons).
+EpisodeTally = ecs.bundle("EpisodeTally", _CURRENT, singletons=True)
+EpisodeRecord = ecs.bundle(
+    "EpisodeRecord", _CURRENT + [(f"final_{name}", dtype, shape) for name, dtype, shape in _CURRENT], singletons=True
+)
+
+
 @wp.func
 def track_episode_stats(
     world: wp.int32,
@@ -1062,26 +1084,7 @@ def track_episode_stats(
     agent_in: AgentGrips,
     body_in: BodyTravel,
     # Components out:
-    world_max_box_move_out: wp.array[wp.float32],
-    world_num_box_lock_out: wp.array[wp.int32],
-    world_max_ramp_move_out: wp.array[wp.float32],
-    world_num_ramp_lock_out: wp.array[wp.int32],
-    world_grab_steps_out: wp.array2d[wp.int32],
-    world_max_box_move_prep_out: wp.array[wp.float32],
-    world_num_box_lock_prep_out: wp.array[wp.int32],
-    world_max_ramp_move_prep_out: wp.array[wp.float32],
-    world_num_ramp_lock_prep_out: wp.array[wp.int32],
-    world_grab_steps_prep_out: wp.array2d[wp.int32],
-    world_final_max_box_move_out: wp.array[wp.float32],
-    world_final_num_box_lock_out: wp.array[wp.int32],
-    world_final_max_ramp_move_out: wp.array[wp.float32],
-    world_final_num_ramp_lock_out: wp.array[wp.int32],
-    world_final_grab_steps_out: wp.array2d[wp.int32],
-    world_final_max_box_move_prep_out: wp.array[wp.float32],
-    world_final_num_box_lock_prep_out: wp.array[wp.int32],
-    world_final_max_ramp_move_prep_out: wp.array[wp.float32],
-    world_final_num_ramp_lock_prep_out: wp.array[wp.int32],
-    world_final_grab_steps_prep_out: wp.array2d[wp.int32],
+    world_out: EpisodeRecord,
 ):
     """The current episode's statistics after this step: box and ramp travel and locks now, agent-steps holding
     a grab per team; the ``_prep`` ones are taken at the end of the last preparation step (and stay 0 before).
@@ -1089,34 +1092,35 @@ def track_episode_stats(
     reset leaves alone (as ``final_obs``)."""
     box_move, box_locks = travel(body_in, world, first_box_row, first_ramp_row)
     ramp_move, ramp_locks = travel(body_in, world, first_ramp_row, first_agent_row)
-    world_max_box_move_out[world] = box_move
-    world_num_box_lock_out[world] = box_locks
-    world_max_ramp_move_out[world] = ramp_move
-    world_num_ramp_lock_out[world] = ramp_locks
+    s = world_out
+    s.max_box_move[world] = box_move
+    s.num_box_lock[world] = box_locks
+    s.max_ramp_move[world] = ramp_move
+    s.num_ramp_lock[world] = ramp_locks
     prep = world_episode_step_in <= prep_steps
     for a in range(_NUM_AGENTS):
         if agent_in.alive[world, a] != 0 and agent_in.holding[world, a] != 0:
             team = agent_in.team[world, a]
-            world_grab_steps_out[world, team] = world_grab_steps_out[world, team] + 1
+            s.grab_steps[world, team] = s.grab_steps[world, team] + 1
             if prep:
-                world_grab_steps_prep_out[world, team] = world_grab_steps_prep_out[world, team] + 1
+                s.grab_steps_prep[world, team] = s.grab_steps_prep[world, team] + 1
     if world_episode_step_in == prep_steps:
-        world_max_box_move_prep_out[world] = box_move
-        world_num_box_lock_prep_out[world] = box_locks
-        world_max_ramp_move_prep_out[world] = ramp_move
-        world_num_ramp_lock_prep_out[world] = ramp_locks
+        s.max_box_move_prep[world] = box_move
+        s.num_box_lock_prep[world] = box_locks
+        s.max_ramp_move_prep[world] = ramp_move
+        s.num_ramp_lock_prep[world] = ramp_locks
     if world_terminated_in or world_truncated_in:
-        world_final_max_box_move_out[world] = box_move
-        world_final_num_box_lock_out[world] = box_locks
-        world_final_max_ramp_move_out[world] = ramp_move
-        world_final_num_ramp_lock_out[world] = ramp_locks
-        world_final_max_box_move_prep_out[world] = world_max_box_move_prep_out[world]
-        world_final_num_box_lock_prep_out[world] = world_num_box_lock_prep_out[world]
-        world_final_max_ramp_move_prep_out[world] = world_max_ramp_move_prep_out[world]
-        world_final_num_ramp_lock_prep_out[world] = world_num_ramp_lock_prep_out[world]
+        s.final_max_box_move[world] = box_move
+        s.final_num_box_lock[world] = box_locks
+        s.final_max_ramp_move[world] = ramp_move
+        s.final_num_ramp_lock[world] = ramp_locks
+        s.final_max_box_move_prep[world] = s.max_box_move_prep[world]
+        s.final_num_box_lock_prep[world] = s.num_box_lock_prep[world]
+        s.final_max_ramp_move_prep[world] = s.max_ramp_move_prep[world]
+        s.final_num_ramp_lock_prep[world] = s.num_ramp_lock_prep[world]
         for team in range(2):
-            world_final_grab_steps_out[world, team] = world_grab_steps_out[world, team]
-            world_final_grab_steps_prep_out[world, team] = world_grab_steps_prep_out[world, team]
+            s.final_grab_steps[world, team] = s.grab_steps[world, team]
+            s.final_grab_steps_prep[world, team] = s.grab_steps_prep[world, team]
 
 
 @wp.func
@@ -1126,31 +1130,23 @@ def begin_episode_stats(
     body_in: BodyPositions,
     # Components out:
     body_out: BodyStarts,
-    world_max_box_move_out: wp.array[wp.float32],
-    world_num_box_lock_out: wp.array[wp.int32],
-    world_max_ramp_move_out: wp.array[wp.float32],
-    world_num_ramp_lock_out: wp.array[wp.int32],
-    world_grab_steps_out: wp.array2d[wp.int32],
-    world_max_box_move_prep_out: wp.array[wp.float32],
-    world_num_box_lock_prep_out: wp.array[wp.int32],
-    world_max_ramp_move_prep_out: wp.array[wp.float32],
-    world_num_ramp_lock_prep_out: wp.array[wp.int32],
-    world_grab_steps_prep_out: wp.array2d[wp.int32],
+    world_out: EpisodeTally,
 ):
     """A new episode (RESET, after the level is built): every body's start position, statistics zeroed."""
     for r in range(body_in.position.shape[1]):
         body_out.start_position[world, r] = body_in.position[world, r]
-    world_max_box_move_out[world] = 0.0
-    world_num_box_lock_out[world] = 0
-    world_max_ramp_move_out[world] = 0.0
-    world_num_ramp_lock_out[world] = 0
-    world_max_box_move_prep_out[world] = 0.0
-    world_num_box_lock_prep_out[world] = 0
-    world_max_ramp_move_prep_out[world] = 0.0
-    world_num_ramp_lock_prep_out[world] = 0
+    s = world_out
+    s.max_box_move[world] = 0.0
+    s.num_box_lock[world] = 0
+    s.max_ramp_move[world] = 0.0
+    s.num_ramp_lock[world] = 0
+    s.max_box_move_prep[world] = 0.0
+    s.num_box_lock_prep[world] = 0
+    s.max_ramp_move_prep[world] = 0.0
+    s.num_ramp_lock_prep[world] = 0
     for team in range(2):
-        world_grab_steps_out[world, team] = 0
-        world_grab_steps_prep_out[world, team] = 0
+        s.grab_steps[world, team] = 0
+        s.grab_steps_prep[world, team] = 0
 
 
 @wp.func

@@ -860,9 +860,162 @@ def test_bundle_refusals_name_the_fix():
         ecs.System(wrong_axes, P, dim="world")
     )
     with pytest.raises(ecs.GraphError, match="not an entity component"):
-        ecs.bundle("Bad", [Sum])
+        ecs.bundle("Bad", [Pos, "pos"])
+    with pytest.raises(ecs.GraphError, match="not a singleton component"):
+        ecs.bundle("Bad", [Sum, "alive"])
     with pytest.raises(ecs.GraphError, match="list each column once"):
         ecs.bundle("Twice", [Pos, ("pos", wp.float32)])
+
+
+# -- bundles of singletons: many per-world values in one parameter --------------------------------
+
+Count = ecs.Component("count", wp.int32, singleton=True, doc="Live balls counted over the episode.")
+Peak = ecs.Component("peak", wp.float32, shape=(2,), singleton=True, doc="Largest and smallest sum so far.")
+Tallies = ecs.bundle("Tallies", [Count, Peak])
+TallyPeak = ecs.bundle("TallyPeak", [("peak", wp.float32, (2,))], singletons=True)
+
+
+@wp.func
+def tally_balls(world: wp.int32, ball_in: Ball, world_sum_in: wp.float32, world_out: Tallies):
+    """Per world, after ``sum_balls``: counts live balls, keeps the extreme sums (written through the bundle)."""
+    for r in range(ball_in.alive.shape[1]):
+        world_out.count[world] = world_out.count[world] + ball_in.alive[world, r]
+    world_out.peak[world, 0] = wp.max(world_out.peak[world, 0], world_sum_in)
+    world_out.peak[world, 1] = wp.min(world_out.peak[world, 1], world_sum_in)
+
+
+@wp.kernel
+def tally_balls_raw(ball_in: Ball, world_sum_in: wp.array(dtype=wp.float32), world_out: Tallies):
+    """``tally_balls`` as a raw per-world kernel."""
+    world = wp.tid()
+    for r in range(ball_in.alive.shape[1]):
+        world_out.count[world] = world_out.count[world] + ball_in.alive[world, r]
+    world_out.peak[world, 0] = wp.max(world_out.peak[world, 0], world_sum_in[world])
+    world_out.peak[world, 1] = wp.min(world_out.peak[world, 1], world_sum_in[world])
+
+
+@wp.func
+def reset_tallies(world: wp.int32, world_out: Tallies):
+    world_out.count[world] = 0
+    world_out.peak[world, 0] = -1.0e6
+    world_out.peak[world, 1] = 1.0e6
+
+
+@wp.func
+def brake_balls(world: wp.int32, vel_in: wp.float32, world_in: TallyPeak, vel_out: wp.float32):
+    """Per entity, reading the bundle: a ball slows down while its world's largest sum is above 2."""
+    return wp.where(world_in.peak[world, 0] > 2.0, vel_in * 0.5, vel_in)
+
+
+def _tally_env(tally) -> ecs.EnvSpec:
+    env = _ball_env(
+        ecs.System(move_balls, ecs.Phase.PHYSICS),
+        ecs.System(sum_balls, ecs.Phase.REWARD),
+        ecs.System(judge_balls, ecs.Phase.REWARD),
+        ecs.System(tally, ecs.Phase.REWARD, **({} if isinstance(tally, wp.Function) else {"world_local": True})),
+        ecs.System(reset_balls, ecs.Phase.RESET),
+        ecs.System(reset_tallies, ecs.Phase.RESET),
+        ecs.System(brake_balls, ecs.Phase.PHYSICS),
+    )
+    env.singletons = [*env.singletons, Count, Peak]
+    return env
+
+
+def test_singleton_bundles_match_numpy_fused_raw_and_split():
+    """A bundle of singletons (``world_in`` / ``world_out``) declares and binds each singleton: the
+    function, its raw twin (on one thread and split over threads) and the fused step agree with numpy."""
+    sims = {
+        "func": ecs.BatchSim(_tally_env(tally_balls), 9, device="cpu", fuse=False),
+        "fused": ecs.BatchSim(_tally_env(tally_balls), 9, device="cpu", fuse=True, cpu_threads=2),
+        "raw": ecs.BatchSim(_tally_env(tally_balls_raw), 9, device="cpu"),
+        "split": ecs.BatchSim(_tally_env(tally_balls_raw), 9, device="cpu", cpu_threads=2),
+    }
+    assert sims["fused"].fused
+    tasks = {t.name: t for t in sims["raw"].graph.tasks}
+    assert tasks["tally_balls_raw"].writes == {("singleton", "count"), ("singleton", "peak")}
+    assert ("singleton", "peak") in tasks["brake_balls"].reads
+    W, f = 9, np.float32
+    vel0 = torch.linspace(-0.5, 1.0, W * 4).reshape(W, 4)
+    for sim in sims.values():
+        sim.tensor("ball", "vel").copy_(vel0)
+    ref = sims["func"]
+    count = np.zeros(W, np.int32)
+    peak = np.tile(np.array([-1e6, 1e6], f), (W, 1))
+    resets = 0
+    for _ in range(16):
+        episode = ref.tensor("world", "episode").numpy().copy()
+        for sim in sims.values():
+            sim.step()
+        for name, sim in sims.items():
+            if name != "func":
+                _assert_same(_snapshot(sim), _snapshot(ref))
+        # numpy: this step's sum and alive rows (the world's state before any same-step reset)
+        ended = ref.tensor("world", "episode").numpy() != episode
+        resets += int(ended.sum())
+        total = ref.tensor("world", "sum").numpy()
+        alive = ref.tensor("ball", "alive").numpy()
+        count = np.where(ended, 0, count + alive.sum(axis=1, dtype=np.int32))
+        peak = np.where(
+            ended[:, None],
+            np.array([-1e6, 1e6], f),
+            np.stack([np.maximum(peak[:, 0], total), np.minimum(peak[:, 1], total)], 1),
+        )
+        np.testing.assert_array_equal(ref.tensor("world", "count").numpy(), count)
+        np.testing.assert_array_equal(ref.tensor("world", "peak").numpy(), peak)
+    assert resets > 0 and (count > 0).any() and (peak[:, 0] > 2.0).any()
+
+
+@wp.func
+def entity_writes_tallies(world: wp.int32, pos_in: wp.float32, world_out: Tallies, vel_out: wp.float32):
+    return pos_in
+
+
+@wp.kernel
+def tallies_named_badly(tallies_out: Tallies):
+    _world = wp.tid()
+
+
+Missing = ecs.bundle("Missing", [("count", wp.int32), ("misses", wp.int32)], singletons=True)
+Hist = ecs.bundle("Hist", [("hist", wp.float32, (3,))], singletons=True)
+Twisted = ecs.bundle("Twisted", [("peak", wp.float32)], singletons=True)
+
+
+@wp.kernel
+def tally_missing(world_out: Missing):
+    _world = wp.tid()
+
+
+@wp.kernel
+def tally_hist(world_in: Hist, world_sum_out: wp.array(dtype=wp.float32)):
+    _world = wp.tid()
+
+
+@wp.kernel
+def tally_twisted(world_out: Twisted):
+    _world = wp.tid()
+
+
+def test_singleton_bundle_refusals_name_the_fix():
+    def refused(system) -> str:
+        env = _tally_env(tally_balls)
+        env.systems = [*env.systems, system]
+        with pytest.raises(ecs.GraphError) as info:
+            ecs.BatchSim(env, 2, device="cpu")
+        return str(info.value)
+
+    P = ecs.Phase.PHYSICS
+    assert "may not write a bundle of singletons" in refused(ecs.System(entity_writes_tallies, P))
+    with pytest.raises(ecs.GraphError, match=r"name it world_in \(read\) or world_out"):
+        ecs.System(tallies_named_badly, P, dim="world")
+    assert "holds 'misses', which is no singleton. Singletons:" in refused(ecs.System(tally_missing, P, dim="world"))
+    assert "'hist', which is no singleton (an entity component" in refused(ecs.System(tally_hist, P, dim="world"))
+    assert "holds singleton 'peak' as float32(), but it is float32(2,)" in refused(
+        ecs.System(tally_twisted, P, dim="world")
+    )
+    with pytest.raises(ecs.GraphError, match="holds either singletons or the columns of one archetype"):
+        ecs.bundle("Mixed", [Count, Pos])
+    with pytest.raises(ecs.GraphError, match="drop view=True"):
+        ecs.bundle("Viewed", [Count], view=True)
 
 
 # -- hide-and-seek's ACT, REWARD and OBSERVE systems as @wp.func systems -------------------------
