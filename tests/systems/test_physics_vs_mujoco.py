@@ -83,5 +83,26 @@ def test_symmetric_scene_stays_symmetric():
     assert both(suite.symmetric(2.0))[0] < 1.0
 
 
+ORDERS = ("left first", "right first")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_pressed_rows_are_a_stable_symmetric_scene_in_mujoco(n):
+    """The reference: pressed together from both ends, the row's centre stays within 0.1 mm in MuJoCo."""
+    scenes = [suite.pressed_row(n, order, 2.0) for order in ORDERS]
+    assert max(scene.metric(suite.run_mujoco(scene)) for scene in scenes) < 0.1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the row creeps towards the side solved first: its centre drifts 2.2 mm (2 cubes) and 17 mm (3 cubes) "
+    "in 2 s with the cubes listed left first, 0.8 and 6.5 mm right first (MuJoCo 0.09 and 0.02 mm): the contacts "
+    "of a level are swept in one order, and what one sweep leaves over moves the row",
+)
+@pytest.mark.parametrize("n", [2, 3])
+def test_pressed_rows_stay_centred_in_any_listing_order(n):
+    assert max(both(suite.pressed_row(n, o, 2.0))[0] for o in ORDERS) < 1.0
+
+
 def test_pyramid_stands():
     assert both(suite.pyramid(10.0))[0] < 1.0
