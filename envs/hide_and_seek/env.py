@@ -617,7 +617,9 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
             *physics.systems(),
             ecs.System(kernels.reward_teams, ecs.Phase.REWARD),
             ecs.System(kernels.track_episode_stats, ecs.Phase.REWARD),
-            ecs.System(kernels.reset_level, ecs.Phase.RESET, dim="world"),
+            # World-local but for the fixed layout, which it reads whole: a chunk of worlds gets a parameter of one
+            # row whole (a procedural level's padding), but one of num_worlds rows sliced to its worlds.
+            ecs.System(kernels.reset_level, ecs.Phase.RESET, dim="world", world_local=not cfg.fixed),
             ecs.System(kernels.begin_episode_stats, ecs.Phase.RESET),
             *raycast.sensor_systems(wide=cfg.wide_sensors),
             ecs.System(kernels.observe_agents, ecs.Phase.OBSERVE),

@@ -379,3 +379,17 @@ def test_agent_climbs_a_locked_ramp_onto_a_box():
     end = body(sim, "position")[0, hider]
     assert end[2] > 0.6 and 0.25 < end[0] < 0.75  # over the box, not fallen off
     assert (body(sim, "locked_by")[0][(kind == Kind.RAMP) | (kind == Kind.BOX)] == 1).all()
+
+
+def test_a_fixed_layout_is_built_whole_when_worlds_run_on_threads():
+    """``reset_level`` reads the fixed layout whole, so it must not run on chunks of worlds, which would slice a
+    parameter of one row per world (here two agents for two worlds) to each chunk's worlds."""
+    layout = {"fixed_boxes": ((0.5, 0.0, 0.0),), "fixed_agents": ((0, -1.0, 0.5, 0.0), (1, 1.0, -0.5, math.pi))}
+    env = envs.make("hide_and_seek", **{**QUICK, **layout})
+    threads = ecs.BatchSim(env, 2, device="cpu", seed=3, fuse=False, cpu_threads=2)
+    one = ecs.BatchSim(env, 2, device="cpu", seed=3, fuse=False, cpu_threads=1)
+    for sim in (threads, one):
+        sim.reset()
+        rows = [agent_row(sim, HIDER), int(sim.tensor("agent", "body_row")[0, SEEKER])]
+        np.testing.assert_allclose(body(sim, "position")[:, rows, :2], [[[-1.0, 0.5], [1.0, -0.5]]] * 2, atol=1e-6)
+    np.testing.assert_array_equal(body(threads, "position"), body(one, "position"))
