@@ -1,8 +1,8 @@
 """Hide-and-seek demo: many procedural worlds stepped together with a random policy, rendered by a Warp ray caster.
 
 Each agent keeps a random move (force x, force y, turn bins) for about ten steps before drawing a
-new one, holds grab on some stretches and now and then presses lock, so boxes get dragged and
-locked. The printed rate is of stepping with the policy (rendering is timed apart). Frames of the
+new one, and holds grab and lock on some stretches, so boxes get dragged and locked (a lock holds
+while its team's agents near it hold lock). The printed rate is of stepping with the policy (rendering is timed apart). Frames of the
 first four worlds go to a GIF, the state one step before the end, at twice the size, to a PNG, each
 with a colour legend below. The returns are printed per team, with the share that comes from the
 out-of-play-area penalty (a random policy wanders off a floor without outside walls, and each step it
@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     gen = torch.Generator(device=dev).manual_seed(args.seed)
     held_move = torch.randint(0, 11, move.shape, generator=gen, dtype=torch.int32, device=dev)
     held_grab = torch.zeros(grab.shape, dtype=torch.int32, device=dev)
+    held_lock = torch.zeros(lock.shape, dtype=torch.int32, device=dev)
     returns = torch.zeros(sim.rewards.shape, dtype=torch.float64, device=dev)
     cfg = sim.env.config
     outside = torch.zeros(sim.rewards.shape, dtype=torch.float64, device=dev)  # steps scored out_of_bounds_reward
@@ -77,15 +78,17 @@ def main(argv: list[str] | None = None) -> None:
     for k in tqdm(range(args.steps), unit="step", disable=args.no_progress, mininterval=0.5):
         wp.synchronize_device(sim.device)
         t = time.perf_counter()
-        # Each agent redraws its move with probability 0.1 per step, its grab with 0.05; lock is pressed at random.
+        # Each agent redraws its move with probability 0.1 per step, flips its grab and its lock with 0.05.
         redraw = torch.rand(move.shape[:2], generator=gen, device=dev) < 0.1
         fresh = torch.randint(0, 11, move.shape, generator=gen, dtype=torch.int32, device=dev)
         held_move = torch.where(redraw[..., None], fresh, held_move)
         flip = torch.rand(grab.shape, generator=gen, device=dev) < 0.05
         held_grab = torch.where(flip, 1 - held_grab, held_grab)
+        flip = torch.rand(lock.shape, generator=gen, device=dev) < 0.05
+        held_lock = torch.where(flip, 1 - held_lock, held_lock)
         move.copy_(held_move)
         grab.copy_(held_grab)
-        lock.copy_((torch.rand(lock.shape, generator=gen, device=dev) < 0.05).to(torch.int32))
+        lock.copy_(held_lock)
         sim.step()
         returns += sim.rewards
         outside += sim.rewards == cfg.out_of_bounds_reward

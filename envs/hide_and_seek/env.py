@@ -8,7 +8,7 @@ and the unused slots are padded (``active`` 0, observations 0, reward 0).
 |---|---|---|
 | ``move`` | ``[num_worlds, 6, 3]`` int32 | bins 0..10 for force along world x, force along world y, torque about z; 5 = none; full scale ``move_force`` [N], ``turn_torque`` [N m] against ``move_damping``, ``turn_damping`` (OpenAI's: 8 m/s top speed, 0.6 m per step, 9 rad/s) |
 | ``grab`` | ``[num_worlds, 6]`` int32 | 1: hold the reach target (nearest visible box or ramp within ``reach_distance``) with a fixed joint while 1; 0 releases |
-| ``lock`` | ``[num_worlds, 6]`` int32 | a press (0 -> 1) locks the unlocked reach target for the agent's team, or unlocks it if the team locked it (ramps only with ``lock_ramps``) |
+| ``lock`` | ``[num_worlds, 6]`` int32 | held: 1 wants locked, 0 unlocked, each box and ramp (ramps only with ``lock_ramps``) the agent saw in its last observation within ``lock_radius`` of its centre; ``lock_type`` decides (OpenAI's, default ``all_lock_team_specific``: locked when some agent wants it and no agent of its locker's team does not, unlocked when one of them does not; a box nobody locked counts as locked by agent 0, a hider; ``toggle``: a 0 -> 1 press on the reach target) |
 
 | Observation | shape | meaning |
 |---|---|---|
@@ -27,7 +27,7 @@ and the unused slots are padded (``active`` 0, observations 0, reward 0).
 | Reset | |
 |---|---|
 | level | the fixed layout (``fixed_*`` fields) when ``fixed_agents`` is not empty, else a procedural level drawn on the device from the world's RNG: outside walls (``outside_wall_height``, 4 m) with probability ``outside_walls_prob``; inner walls (``wall_height``, 0.5 m) by ``scenario``: ``randomwalls`` 1..``max_rooms`` rooms split by walls with doors, ``quadrant`` one room in the (+x, -y) corner whose two walls have a door each, or with probability ``door_dropout_prob`` only one; ``min_boxes``..``max_boxes`` boxes (3..9; ``min_elongated_boxes``..``max_elongated_boxes`` of them elongated; in the quadrant room for ``quadrant``), ``num_ramps`` ramps (2), upright and turning about z only with ``objects_turn_only_about_z``, 1..3 hiders and 1..3 seekers (``quadrant``: seekers outside the room, hiders in it unless ``quadrant_hider_uniform_placement``), teammates within ``team_spawn_radius``, nothing overlapping |
-| state | velocities, forces, locks and grabs cleared; episode statistics zeroed, every body's ``start_position`` recorded |
+| state | velocities, forces, locks and grabs cleared, every ``locker`` slot 0; episode statistics zeroed, every body's ``start_position`` recorded |
 
 | Termination | |
 |---|---|
@@ -46,7 +46,8 @@ copy written in the step an episode ends, kept through the same-step reset (as `
 ``episode_stats(sim)`` returns them, ``ecs.EpisodeStats(sim, extra=FINAL_STATS)`` averages them over episodes.
 
 One step, in phase order: ACT ``act_agents`` (locks, grabs as fixed joints, drive forces and turns; seekers frozen
-during preparation; it acts on the reach targets sensed with the last observation); PHYSICS ``find_pairs``;
+during preparation; it acts on the visibility and reach targets sensed with the last observation, and draws a new
+locker from the world's RNG when several agents lock an object at once); PHYSICS ``find_pairs``;
 COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET ``reset_level``,
 ``begin_episode_stats``; SENSE ``cast_lidar_rays``,
 ``observe_visibility_targets``, ``find_reach_targets``; OBSERVE ``observe_agents``. (With ``wide_sensors``
@@ -65,7 +66,7 @@ import warp as wp
 
 import ecs
 from systems import physics, raycast
-from systems.locking import Team
+from systems.locking import LockType, Team
 
 from . import kernels
 from .kernels import MAX_TEAM, NUM_AGENTS, NUM_RAMPS, RewardType, Scenario
@@ -79,6 +80,13 @@ REWARD_TYPES = {
     "joint_zero_sum": RewardType.JOINT_ZERO_SUM,
     "selfish": RewardType.SELFISH,
     "joint_mean": RewardType.JOINT_MEAN,
+}
+LOCK_TYPES = {
+    "toggle": LockType.TOGGLE,
+    "any_lock": LockType.ANY_LOCK,
+    "all_lock": LockType.ALL_LOCK,
+    "any_lock_specific": LockType.ANY_LOCK_SPECIFIC,
+    "all_lock_team_specific": LockType.ALL_LOCK_TEAM_SPECIFIC,
 }
 
 
@@ -108,6 +116,11 @@ class HideAndSeekConfig:
     max_elongated_boxes: int | None = None  # at most this many (None: up to all of them)
     num_ramps: int = 2  # ramps of a procedural level, 0..2 (the observation keeps 2 slots)
     lock_ramps: bool = True  # whether agents can lock ramps (boxes always can)
+    lock_type: str = "all_lock_team_specific"  # OpenAI's lock rules (held lock action, see the README):
+    # "all_lock_team_specific", "all_lock", "any_lock", "any_lock_specific"; or "toggle": a press locks the reach
+    # target for the agent's team, or unlocks it if its team locked it
+    lock_radius: float = 0.25  # m from an agent's centre to a box or ramp that it can lock (OpenAI's
+    # lock_grab_radius); not used by "toggle", which locks the reach target (reach_distance)
     box_size: float = 0.5  # m, edge of a cube box
     elongated_box_scale: tuple[float, float, float] = (3.3, 0.3, 1.0)  # elongated box = box_size * scale
     ramp_size: tuple[float, float, float] = (0.5, 0.5, 0.5)  # m, full extents of a ramp's bounding box (45 degrees)
@@ -134,7 +147,7 @@ class HideAndSeekConfig:
     lidar_rays: int = 30
     lidar_range: float = 6.0  # m
     view_cone_degrees: float = 135.0  # full angle of the view cone
-    reach_distance: float = 0.25  # m between surfaces, for grab and lock
+    reach_distance: float = 0.25  # m between surfaces, for grab (and lock with lock_type "toggle")
     prep_fraction: float = 0.4  # share of the horizon that is preparation
     reward_type: str = "joint_zero_sum"  # "joint_zero_sum", "selfish" or "joint_mean" (OpenAI's rew_type)
     out_of_bounds_reward: float = -10.0  # an agent's reward for a step it ends outside the play area
@@ -162,7 +175,7 @@ class HideAndSeekConfig:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {v}")
-        for name in ("move_force", "turn_torque", "move_damping", "turn_damping", "placement_clearance"):
+        for name in ("move_force", "turn_torque", "move_damping", "turn_damping", "placement_clearance", "lock_radius"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
@@ -197,7 +210,7 @@ class HideAndSeekConfig:
 
     def _check_scenario(self) -> None:
         """The scenario, reward type, play area and the counts that go with them."""
-        for name, allowed in (("scenario", SCENARIOS), ("reward_type", REWARD_TYPES)):
+        for name, allowed in (("scenario", SCENARIOS), ("reward_type", REWARD_TYPES), ("lock_type", LOCK_TYPES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {sorted(allowed)}, got {getattr(self, name)!r}")
         if not 0.0 < self.quadrant_size < 1.0:
@@ -370,6 +383,15 @@ BodyKind = ecs.Component(
 )
 
 
+Locker = ecs.Component(
+    "locker",
+    wp.int32,
+    index_of="agent",
+    doc="Agent slot that locked the body last (OpenAI's ``which_locked``): drawn among the agents that lock it, kept "
+    "when it is unlocked, 0 (a hider) from every reset, as OpenAI's agent 0 (see ``lock_type`` in the README).",
+)
+
+
 StartPosition = ecs.Component(
     "start_position",
     wp.vec3,
@@ -434,7 +456,7 @@ class Holding:
 
 @ecs.component
 class LockPressed:
-    """The agent's lock action of the last step (a lock toggles on a 0 -> 1 press)."""
+    """The agent's lock action of the last step, 0 for a frozen seeker (``lock_type`` "toggle" acts on a 0 -> 1 press)."""
 
     value: wp.int32
 
@@ -455,7 +477,8 @@ class Grab:
 
 @ecs.component(singleton=True, shape=(NUM_AGENTS,))
 class Lock:
-    """Action: a 0 -> 1 press locks or unlocks the reach target. Exported ``[num_worlds, 6]`` int32."""
+    """Action: 1 wants the boxes and ramps in lock range locked, 0 unlocked (by ``lock_type``; "toggle": a 0 -> 1
+    press locks or unlocks the reach target). Exported ``[num_worlds, 6]`` int32."""
 
     value: wp.int32
 
@@ -550,6 +573,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         "fixed_agent_count": len(cfg.fixed_agents),
         "scenario_kind": int(SCENARIOS[cfg.scenario]),
         "reward_kind": int(REWARD_TYPES[cfg.reward_type]),
+        "lock_kind": int(LOCK_TYPES[cfg.lock_type]),
         "elongated_box_cap": cfg.max_boxes if cfg.max_elongated_boxes is None else cfg.max_elongated_boxes,
         "play_area_lo": wp.vec2(*cfg.play_area_bounds[0]),
         "play_area_hi": wp.vec2(*cfg.play_area_bounds[1]),
@@ -557,7 +581,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
     return ecs.EnvSpec(
         name="hide_and_seek",
         config=cfg,
-        archetypes=[*physics.archetypes(phys, body_extra=[BodyKind, StartPosition]), agent],
+        archetypes=[*physics.archetypes(phys, body_extra=[BodyKind, StartPosition, Locker]), agent],
         singletons=[
             *physics.singletons(),
             Move,
@@ -580,7 +604,9 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
             *physics.systems(),
             ecs.System(kernels.reward_teams, ecs.Phase.REWARD),
             ecs.System(kernels.track_episode_stats, ecs.Phase.REWARD),
-            ecs.System(kernels.reset_level, ecs.Phase.RESET, dim="world"),
+            # World-local but for the fixed layout, which it reads whole: a chunk of worlds gets a parameter of one
+            # row whole (a procedural level's padding), but one of num_worlds rows sliced to its worlds.
+            ecs.System(kernels.reset_level, ecs.Phase.RESET, dim="world", world_local=not cfg.fixed),
             ecs.System(kernels.begin_episode_stats, ecs.Phase.RESET),
             *raycast.sensor_systems(wide=cfg.wide_sensors),
             ecs.System(kernels.observe_agents, ecs.Phase.OBSERVE),

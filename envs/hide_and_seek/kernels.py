@@ -13,9 +13,9 @@ import warp as wp
 
 import ecs
 from systems.collision import shape_extent
-from systems.geometry import BOX, PLANE, SPHERE, WEDGE, shape_inertia
+from systems.geometry import BOX, PLANE, SPHERE, WEDGE, closest_on_polyhedron, shape_inertia
 from systems.grab import GrabJoints, hold
-from systems.locking import try_lock, try_unlock
+from systems.locking import KEEP_UNLOCKED, NEW_LOCKER, LockType, decide_lock, may_unlock, try_lock, try_unlock
 from systems.placement import PLACED_COLUMNS, BodyColumns, place_body
 from systems.raycast import sees
 from systems.rigid_body import DYNAMIC, KINEMATIC, STATIC
@@ -84,10 +84,11 @@ JOINT_MEAN_REWARD = wp.constant(int(RewardType.JOINT_MEAN))
 _PLACE_TRIES = wp.constant(64)
 _GRID_STEP = wp.constant(0.1)
 _TEAM_ATTEMPTS = wp.constant(8)
+TOGGLE_LOCK = wp.constant(int(LockType.TOGGLE))
 
 
 # The body columns a reset writes, one parameter (``body_out``) bound by the engine.
-Bodies = ecs.bundle("Bodies", [*PLACED_COLUMNS, ("kind", wp.int32)])
+Bodies = ecs.bundle("Bodies", [*PLACED_COLUMNS, ("kind", wp.int32), ("locker", wp.int32)])
 # The agent columns a reset writes.
 AgentSlotsReset = ecs.bundle(
     "AgentSlotsReset",
@@ -475,6 +476,7 @@ def reset_level(
         b.alive[world, i] = 0
         b.kind[world, i] = 0
         b.sweep_order[world, i] = -1
+        b.locker[world, i] = 0  # agent 0, a hider: OpenAI's which_locked of an object nobody has locked
     for j in range(joint__alive_out.shape[1]):
         joint__alive_out[world, j] = 0
     for a in range(agent_out.alive.shape[1]):
@@ -686,9 +688,15 @@ def grabbable(target: int, kind: wp.array2d[wp.int32], world: int) -> int:
 
 
 # Column bundles of act_agents (whole columns, indexed [world, row]).
-AgentSlots = ecs.bundle("AgentSlots", ["alive", ("body_row", wp.int32), ("team", wp.int32), ("reach_target", wp.int32)])
+AgentSlots = ecs.bundle(
+    "AgentSlots",
+    ["alive", ("body_row", wp.int32), ("team", wp.int32), ("reach_target", wp.int32), ("visible", wp.int32, 1)],
+)
 AgentHands = ecs.bundle("AgentHands", [("holding", wp.int32), ("lock_pressed", wp.int32)])
-BodyInertia = ecs.bundle("BodyInertia", [("kind", wp.int32), ("mass", wp.float32), ("inv_inertia", wp.mat33)])
+BodyBuild = ecs.bundle(
+    "BodyBuild",
+    [("kind", wp.int32), ("shape", wp.int32), ("size", wp.vec3), ("mass", wp.float32), ("inv_inertia", wp.mat33)],
+)
 BodyDrive = ecs.bundle(
     "BodyDrive",
     [
@@ -700,6 +708,7 @@ BodyDrive = ecs.bundle(
         ("torque", wp.vec3),
         ("response", wp.int32),
         ("locked_by", wp.int32),
+        ("locker", wp.int32),
     ],
 )
 
@@ -760,7 +769,7 @@ def turn_group(
     turn_damping: float,
     world_move_in: wp.array2d[wp.vec3i],
     agent_in: AgentSlots,
-    body_in: BodyInertia,
+    body_in: BodyBuild,
     holding: wp.array2d[wp.int32],
     body_out: BodyDrive,
     joint_out: GrabJoints,
@@ -812,6 +821,80 @@ def turn_group(
 
 
 @wp.func
+def in_lock_range(
+    lock_radius: float, p: wp.vec3, body_in: BodyBuild, body_out: BodyDrive, world: int, row: int
+) -> bool:
+    """Whether point ``p`` (an agent's centre) lies within ``lock_radius`` of body ``row``'s solid (its box, or a
+    ramp's wedge; distance 0 inside)."""
+    local = wp.quat_rotate_inv(body_out.rotation[world, row], p - body_out.position[world, row])
+    near = closest_on_polyhedron(body_in.shape[world, row], body_in.size[world, row], local)
+    return wp.length(near - local) <= lock_radius
+
+
+@wp.func
+def lock_objects(
+    world: int,
+    state: wp.uint32,
+    lock_kind: int,
+    lock_radius: float,
+    lock_ramps: bool,
+    prep: bool,
+    first_row: int,
+    end_row: int,
+    world_lock_in: wp.array2d[wp.int32],
+    agent_in: AgentSlots,
+    body_in: BodyBuild,
+    body_out: BodyDrive,
+):
+    """OpenAI's lock rules (``lock_kind``, a ``LockType`` other than ``TOGGLE``; ``systems.locking.decide_lock``)
+    for every box, and ramp with ``lock_ramps``, of body rows ``first_row..end_row-1``. The agents acting on an
+    object are those alive that saw it in their last observation (``visible``, written in SENSE of the last step
+    or of the reset) and whose centre lies within ``lock_radius`` of it; one wants it locked when its lock action
+    is 1 (a seeker frozen in preparation reads 0). A newly locked object's locker is drawn uniformly among the
+    agents that want it locked, from the world's RNG (advanced only when they are several). Returns the RNG state."""
+    for o in range(first_row, end_row):
+        kind = body_in.kind[world, o]
+        if kind == BOX_KIND or (kind == RAMP_KIND and lock_ramps):
+            locked = body_out.locked_by[world, o] != 0
+            locker = body_out.locker[world, o]
+            locker_team = agent_in.team[world, locker]
+            wanting = wp.int32(0)  # bit a: agent slot a wants it locked
+            not_desired = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+            unlock_wanted = bool(False)  # noqa: UP018 (as not_desired)
+            for a in range(_NUM_AGENTS):
+                if agent_in.alive[world, a] != 0 and agent_in.visible[world, a, o] != 0:
+                    me = body_out.position[world, agent_in.body_row[world, a]]
+                    if in_lock_range(lock_radius, me, body_in, body_out, world, o):
+                        team = agent_in.team[world, a]
+                        if world_lock_in[world, a] != 0 and not (prep and team == 1):
+                            wanting = wanting | (1 << a)
+                        else:
+                            not_desired = True
+                            if may_unlock(lock_kind, locked, a, team, locker, locker_team):
+                                unlock_wanted = True
+            outcome = decide_lock(lock_kind, locked, wanting != 0, not_desired, unlock_wanted)
+            if outcome == NEW_LOCKER:
+                count = wp.int32(0)
+                for a in range(_NUM_AGENTS):
+                    count += (wanting >> a) & 1
+                pick = wp.int32(0)
+                if count > 1:
+                    pick = wp.randi(state, 0, count)
+                for a in range(_NUM_AGENTS):
+                    if ((wanting >> a) & 1) != 0:
+                        if pick == 0:
+                            locker = a
+                        pick -= 1
+                body_out.locker[world, o] = locker
+                body_out.locked_by[world, o] = agent_in.team[world, locker] + 1
+                body_out.linear_velocity[world, o] = wp.vec3(0.0, 0.0, 0.0)
+                body_out.angular_velocity[world, o] = wp.vec3(0.0, 0.0, 0.0)
+            elif outcome == KEEP_UNLOCKED:
+                body_out.locked_by[world, o] = 0
+    return state
+
+
+@wp.func
 def act_agents(
     world: wp.int32,
     # Resources:
@@ -821,27 +904,50 @@ def act_agents(
     turn_torque: float,
     turn_damping: float,
     lock_ramps: bool,
+    lock_kind: int,
+    lock_radius: float,
+    first_box_row: int,
+    first_agent_row: int,
     # Components in:
     world_episode_step_in: wp.int32,
     world_move_in: wp.array2d[wp.vec3i],
     world_grab_in: wp.array2d[wp.int32],
     world_lock_in: wp.array2d[wp.int32],
     agent_in: AgentSlots,
-    body_in: BodyInertia,
+    body_in: BodyBuild,
     # Components out:
+    world_rng_out: wp.uint32,
     agent_out: AgentHands,
     body_out: BodyDrive,
     joint_out: GrabJoints,
 ):
     """Locks, grabs and drive forces of every agent, slots in order; seekers are frozen during preparation.
 
-    The drive is OpenAI's: slide-joint motors of ``move_force`` at full action against the slide damping
-    ``move_damping`` (the agent body's drag, applied by the solver in every substep), and a hinge motor of
-    ``turn_torque`` against ``turn_damping``, solved exactly over the step for the agent and what it holds
-    (``turn_group``).
+    Locks follow ``lock_kind`` (a ``LockType``): OpenAI's rules for every box and ramp (``lock_objects``), or
+    with ``TOGGLE`` a press (0 -> 1) on the agent's reach target. The drive is OpenAI's: slide-joint motors of
+    ``move_force`` at full action against the slide damping ``move_damping`` (the agent body's drag, applied by
+    the solver in every substep), and a hinge motor of ``turn_torque`` against ``turn_damping``, solved exactly
+    over the step for the agent and what it holds (``turn_group``). Returns the world's RNG state.
     """
     prep = world_episode_step_in <= prep_steps
-    # Lock first (a press toggles), so that a box locked this step can no longer be held.
+    state = world_rng_out
+    # Locks first, so that a box locked this step can no longer be held.
+    if lock_kind != TOGGLE_LOCK:
+        state = lock_objects(
+            world,
+            state,
+            lock_kind,
+            lock_radius,
+            lock_ramps,
+            prep,
+            first_box_row,
+            first_agent_row,
+            world_lock_in,
+            agent_in,
+            body_in,
+            body_out,
+        )
+    # TOGGLE: a press (0 -> 1) locks the reach target for the agent's team, or unlocks it if its team locked it.
     for a in range(_NUM_AGENTS):
         if agent_in.alive[world, a] != 0:
             frozen = prep and agent_in.team[world, a] == 1
@@ -850,10 +956,11 @@ def act_agents(
             if target >= 0:  # noqa: SIM102 (Warp does not short-circuit: target may be -1)
                 if body_in.kind[world, target] == RAMP_KIND and not lock_ramps:
                     target = -1
-            if pressed and agent_out.lock_pressed[world, a] == 0 and target >= 0:
+            if lock_kind == TOGGLE_LOCK and pressed and agent_out.lock_pressed[world, a] == 0 and target >= 0:
                 team = agent_in.team[world, a]
                 if body_out.locked_by[world, target] == 0:
                     if try_lock(body_out.locked_by, world, target, team):
+                        body_out.locker[world, target] = a
                         body_out.linear_velocity[world, target] = wp.vec3(0.0, 0.0, 0.0)
                         body_out.angular_velocity[world, target] = wp.vec3(0.0, 0.0, 0.0)
                 else:
@@ -918,6 +1025,7 @@ def act_agents(
                     body_out,
                     joint_out,
                 )
+    return state
 
 
 # Column bundles of reward_teams (whole columns, indexed [world, row]).

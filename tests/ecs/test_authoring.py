@@ -1023,22 +1023,31 @@ def test_singleton_bundle_refusals_name_the_fix():
 
 def _raw_twin(func) -> wp.Kernel:
     """The raw per-world kernel a per-world function stands for: ``world = wp.tid()``, singletons
-    passed by value read from their tables at ``[world]``, everything else passed through."""
+    passed by value read from their tables at ``[world]`` (and those written, ``_out``, written back
+    from what it returns, in order), everything else passed through."""
     from ecs.codegen import build_kernel, type_expr
 
     ns = {"F": func}
-    params, args = [], []
+    params, args, outs = [], [], []
     for name, t in func.input_types.items():
         if name == "world":
             args.append("world")
         elif name.startswith("world_") and not wp.types.is_array(t):
             params.append(f"{name}: wp.array(dtype={type_expr(t, ns)}, ndim=1)")
             args.append(f"{name}[world]")
+            if name.endswith("_out"):
+                outs.append(name)
         else:
             params.append(f"{name}: {type_expr(t, ns)}")
             args.append(name)
     src = f"def raw_{func.key}(\n" + "".join(f"    {p},\n" for p in params) + "):\n"
-    src += f"    world = wp.tid()\n    F({', '.join(args)})\n"
+    src += "    world = wp.tid()\n"
+    if not outs:
+        src += f"    F({', '.join(args)})\n"
+    else:
+        returned = [f"r{i}" for i in range(len(outs))]
+        src += f"    {', '.join(returned)} = F({', '.join(args)})\n"
+        src += "".join(f"    {o}[world] = {r}\n" for o, r in zip(outs, returned, strict=True))
     return build_kernel(f"raw_{func.key}", src, ns, "test_authoring_twins")
 
 

@@ -29,6 +29,7 @@ EDITS = [
     ("table/agent/reach_target", (0, 0), -2, "or -1"),  # nullable, but -2 is no row
     ("table/agent/lidar_hit", (1, 0, 5), 31, "rows of 'body'"),
     ("table/pair/pair_body_a", (0, 0), 99, "rows of 'body'"),
+    ("table/body/locker", (1, 14), 6, "rows of 'agent'"),  # a lock rule reads the locker's team
     ("singleton/pair_count", (1,), 10**5, "counts rows of 'pair'"),
     ("table/body/position", (0, 3, 0), np.nan, "finite"),
     ("table/body/linear_velocity", (1, 3, 2), np.inf, "finite"),

@@ -151,7 +151,9 @@ def test_grabbed_box_follows_the_agent():
 
 
 def test_box_locked_by_hiders_holds_against_seekers():
+    """With lock_type "toggle" (a press toggles; OpenAI's held lock: tests/envs/test_hide_and_seek_lock.py)."""
     sim = build(
+        lock_type="toggle",
         fixed_boxes=((0.0, 0.0, 0.0),),
         # The hider west of the box facing it, the seeker east of it facing it.
         fixed_agents=((0, -0.45, 0.0, 0.0), (1, 0.45, 0.0, math.pi)),
@@ -361,6 +363,7 @@ def test_agent_climbs_a_locked_ramp_onto_a_box():
     kind = body(sim, "kind")[0]
     for k in (Kind.RAMP, Kind.BOX):
         sim.tensor("body", "locked_by")[0, int(np.nonzero(kind == k)[0][0])] = 1
+    sim.actions["lock"][0, HIDER] = 1  # the hider holds lock: a hider in reach letting go would unlock them
     # Full force up the slope, 40 % across the crest onto the box (the agents' top speed would carry it over),
     # none once over the box's middle.
     hider = agent_row(sim, HIDER)
@@ -375,3 +378,18 @@ def test_agent_climbs_a_locked_ramp_onto_a_box():
     assert 0.5 + 0.15 - 0.02 <= max(heights) <= 0.5 + 0.15 + 0.06
     end = body(sim, "position")[0, hider]
     assert end[2] > 0.6 and 0.25 < end[0] < 0.75  # over the box, not fallen off
+    assert (body(sim, "locked_by")[0][(kind == Kind.RAMP) | (kind == Kind.BOX)] == 1).all()
+
+
+def test_a_fixed_layout_is_built_whole_when_worlds_run_on_threads():
+    """``reset_level`` reads the fixed layout whole, so it must not run on chunks of worlds, which would slice a
+    parameter of one row per world (here two agents for two worlds) to each chunk's worlds."""
+    layout = {"fixed_boxes": ((0.5, 0.0, 0.0),), "fixed_agents": ((0, -1.0, 0.5, 0.0), (1, 1.0, -0.5, math.pi))}
+    env = envs.make("hide_and_seek", **{**QUICK, **layout})
+    threads = ecs.BatchSim(env, 2, device="cpu", seed=3, fuse=False, cpu_threads=2)
+    one = ecs.BatchSim(env, 2, device="cpu", seed=3, fuse=False, cpu_threads=1)
+    for sim in (threads, one):
+        sim.reset()
+        rows = [agent_row(sim, HIDER), int(sim.tensor("agent", "body_row")[0, SEEKER])]
+        np.testing.assert_allclose(body(sim, "position")[:, rows, :2], [[[-1.0, 0.5], [1.0, -0.5]]] * 2, atol=1e-6)
+    np.testing.assert_array_equal(body(threads, "position"), body(one, "position"))

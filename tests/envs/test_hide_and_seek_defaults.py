@@ -246,6 +246,7 @@ EARLIER = {  # the defaults before OpenAI's, as envs/hide_and_seek/README.md lis
     "door_width": 0.4,
     "play_area": (),
     "objects_turn_only_about_z": False,
+    "lock_type": "toggle",
 }
 
 

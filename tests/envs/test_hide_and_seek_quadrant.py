@@ -211,8 +211,9 @@ def test_lock_ramps_decides_whether_ramps_lock(lock_ramps):
             prep_fraction=0.0,
             lock_ramps=lock_ramps,
             fixed_boxes=((0.6, 1.5, 0.0),),
-            fixed_ramps=((1.5, -1.5, math.pi),),  # its 0.5 m high end faces the seeker
-            fixed_agents=((0, 0.0, 1.5, 0.0), (1, 0.98, -1.5, 0.0)),
+            fixed_ramps=((1.5, -1.5, math.pi),),  # its 0.5 m high end (x = 1.5 - 0.5 / 3) faces the seeker
+            # Each agent's centre 0.2 m from the object it faces, within lock_radius (0.25 m).
+            fixed_agents=((0, 0.15, 1.5, 0.0), (1, 1.5 - 0.5 / 3 - 0.2, -1.5, 0.0)),
         ),
         1,
         device="cpu",

@@ -89,9 +89,11 @@ def check(stats: dict[str, torch.Tensor], world: int, expected: dict[str, float]
 
 def scripted(scene: Scene) -> tuple[ecs.BatchSim, dict]:
     """Hider 0 grabs cube A and drags it along +x; hider 1 locks cube B in preparation (and unlocks it after,
-    with ``unlock``); the seeker locks the ramp after preparation; cube C is never touched."""
+    with ``unlock``); the seeker locks the ramp after preparation; cube C is never touched. Locks are presses
+    (lock_type "toggle"), each of one step."""
     env = envs.make(
         "hide_and_seek",
+        lock_type="toggle",
         max_episode_steps=30,
         prep_fraction=1 / 3,
         fixed_boxes=(

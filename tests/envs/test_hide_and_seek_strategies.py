@@ -138,10 +138,9 @@ def test_hiders_lock_a_box_across_a_doorway_and_the_seeker_cannot_pass(quarter, 
         )
         box, seeker = rows(sim, Kind.BOX)[0], agent_row(sim, SEEKER)
         assert int(sim.tensor("agent", "reach_target")[0, HIDER]) == box
-        sim.actions["lock"][0, HIDER] = lock
+        sim.actions["lock"][0, HIDER] = lock  # held: a hider in range letting go would unlock it
         sim.step()
         assert int(sim.tensor("body", "locked_by")[0, box]) == lock  # hiders are team 0, stored as 1
-        sim.actions["lock"][0, HIDER] = 0
         scene.drive(sim, HIDER, forward=1)  # the hider walks away from the door
         scene.drive(sim, SEEKER, forward=1)  # the seeker pushes into the door with full force
         start = positions(sim)[box]
