@@ -894,20 +894,29 @@ def lock_objects(
     return state
 
 
+# What act_agents reads of the env's resources and config.
+AgentControls = ecs.resource_bundle(
+    "AgentControls",
+    {
+        "prep_steps": int,
+        "physics_dt": float,
+        "move_force": float,
+        "turn_torque": float,
+        "turn_damping": float,
+        "lock_ramps": bool,
+        "lock_kind": int,
+        "lock_radius": float,
+        "first_box_row": int,
+        "first_agent_row": int,
+    },
+)
+
+
 @wp.func
 def act_agents(
     world: wp.int32,
     # Resources:
-    prep_steps: int,
-    physics_dt: float,
-    move_force: float,
-    turn_torque: float,
-    turn_damping: float,
-    lock_ramps: bool,
-    lock_kind: int,
-    lock_radius: float,
-    first_box_row: int,
-    first_agent_row: int,
+    ctl: AgentControls,
     # Components in:
     world_episode_step_in: wp.int32,
     world_move_in: wp.array2d[wp.vec3i],
@@ -929,19 +938,19 @@ def act_agents(
     the solver in every substep), and a hinge motor of ``turn_torque`` against ``turn_damping``, solved exactly
     over the step for the agent and what it holds (``turn_group``). Returns the world's RNG state.
     """
-    prep = world_episode_step_in <= prep_steps
+    prep = world_episode_step_in <= ctl.prep_steps
     state = world_rng_out
     # Locks first, so that a box locked this step can no longer be held.
-    if lock_kind != TOGGLE_LOCK:
+    if ctl.lock_kind != TOGGLE_LOCK:
         state = lock_objects(
             world,
             state,
-            lock_kind,
-            lock_radius,
-            lock_ramps,
+            ctl.lock_kind,
+            ctl.lock_radius,
+            ctl.lock_ramps,
             prep,
-            first_box_row,
-            first_agent_row,
+            ctl.first_box_row,
+            ctl.first_agent_row,
             world_lock_in,
             agent_in,
             body_in,
@@ -954,9 +963,9 @@ def act_agents(
             pressed = world_lock_in[world, a] != 0 and not frozen
             target = grabbable(agent_in.reach_target[world, a], body_in.kind, world)
             if target >= 0:  # noqa: SIM102 (Warp does not short-circuit: target may be -1)
-                if body_in.kind[world, target] == RAMP_KIND and not lock_ramps:
+                if body_in.kind[world, target] == RAMP_KIND and not ctl.lock_ramps:
                     target = -1
-            if lock_kind == TOGGLE_LOCK and pressed and agent_out.lock_pressed[world, a] == 0 and target >= 0:
+            if ctl.lock_kind == TOGGLE_LOCK and pressed and agent_out.lock_pressed[world, a] == 0 and target >= 0:
                 team = agent_in.team[world, a]
                 if body_out.locked_by[world, target] == 0:
                     if try_lock(body_out.locked_by, world, target, team):
@@ -996,7 +1005,7 @@ def act_agents(
             # solver applies in every substep as MuJoCo does.
             body_out.response[world, me] = DYNAMIC
             m = world_move_in[world, a]
-            body_out.force[world, me] = wp.vec3(float(m[0] - 5), float(m[1] - 5), 0.0) * (move_force / 5.0)
+            body_out.force[world, me] = wp.vec3(float(m[0] - 5), float(m[1] - 5), 0.0) * (ctl.move_force / 5.0)
             body_out.torque[world, me] = wp.vec3(0.0, 0.0, 0.0)  # the hinge: turn_group
     # The hinge motors once holds are settled: each group (an agent alone, or a held body with every agent
     # holding it) is turned by its lowest slot.
@@ -1015,9 +1024,9 @@ def act_agents(
                     a,
                     held,
                     prep,
-                    physics_dt,
-                    turn_torque,
-                    turn_damping,
+                    ctl.physics_dt,
+                    ctl.turn_torque,
+                    ctl.turn_damping,
                     world_move_in,
                     agent_in,
                     body_in,
