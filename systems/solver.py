@@ -377,6 +377,23 @@ def facing_arm(arm: wp.vec3, rot: wp.mat33, rot_start: wp.mat33, radius_out: wp.
 
 
 @wp.func
+def manifold_inverse_masses(bodies: Bodies, c: Contacts, world: int, start: int, up: wp.vec3):
+    """Inverse masses of the bodies of the manifold at ``start`` in its solve: 0 for a static or locked
+    body, and for the lower one where ``up`` is non-zero and one rests on the other (see ``solve_manifold``)."""
+    a = c.body_a[world, start]
+    b = c.body_b[world, start]
+    ima = inv_mass_of(bodies, world, a)
+    imb = inv_mass_of(bodies, world, b)
+    if ima > 0.0 and imb > 0.0:
+        lean = wp.dot(c.normal[world, start], up)
+        if lean > SHOCK_COS:
+            ima = 0.0
+        elif lean < -SHOCK_COS:
+            imb = 0.0
+    return ima, imb
+
+
+@wp.func
 def solve_manifold(
     bodies: Bodies,
     c: Contacts,
@@ -412,26 +429,66 @@ def solve_manifold(
     ``round_a``, ``round_b``; 0 for others) the point of its surface along the normal, so that a
     rolling ball keeps pressing on the slope instead of lifting the point it touched.
     """
-    a = c.body_a[world, start]
-    b = c.body_b[world, start]
-    ima = inv_mass_of(bodies, world, a)
-    imb = inv_mass_of(bodies, world, b)
-    if ima > 0.0 and imb > 0.0:
-        lean = wp.dot(c.normal[world, start], up)
-        if lean > SHOCK_COS:
-            ima = 0.0
-        elif lean < -SHOCK_COS:
-            imb = 0.0
+    ima, imb = manifold_inverse_masses(bodies, c, world, start, up)
     if ima + imb <= 0.0:
         return
+    dxa, dqa, dxb, dqb = manifold_corrections(
+        bodies, c, impulse, friction, world, start, end, up, round_a, round_b, 1.0, 1.0
+    )
+    if ima > 0.0:
+        move_body(bodies, world, c.body_a[world, start], dxa, dqa)
+    if imb > 0.0:
+        move_body(bodies, world, c.body_b[world, start], dxb, dqb)
+
+
+@wp.func
+def move_body(bodies: Bodies, world: int, i: int, dx: wp.vec3, dq: wp.vec3):
+    """Moves body ``i`` by the translation ``dx`` and turns it by the rotation vector ``dq`` (world frame)."""
+    bodies.position[world, i] = bodies.position[world, i] + dx
+    bodies.rotation[world, i] = rotate_by(bodies.rotation[world, i], dq)
+
+
+@wp.func
+def manifold_corrections(
+    bodies: Bodies,
+    c: Contacts,
+    impulse: wp.array2d[wp.float32],
+    friction: wp.array2d[wp.vec3],
+    world: int,
+    start: int,
+    end: int,
+    up: wp.vec3,
+    round_a: float,
+    round_b: float,
+    split_a: float,
+    split_b: float,
+):
+    """The motion ``solve_manifold`` gives the two bodies of one manifold from their present poses:
+    translations ``dxa``, ``dxb`` [m] and rotation vectors ``dqa``, ``dqb`` [rad], world frame, not
+    applied; the manifold's impulses accumulate as they are found.
+
+    ``split_a``, ``split_b``: each body's inverse mass and inverse inertia are multiplied by these
+    (1 for a body solved alone, as ``solve_manifold`` does).
+    """
+    a = c.body_a[world, start]
+    b = c.body_b[world, start]
+    ima, imb = manifold_inverse_masses(bodies, c, world, start, up)
+    dxa = wp.vec3(0.0, 0.0, 0.0)
+    dqa = wp.vec3(0.0, 0.0, 0.0)
+    dxb = wp.vec3(0.0, 0.0, 0.0)
+    dqb = wp.vec3(0.0, 0.0, 0.0)
+    if ima + imb <= 0.0:
+        return dxa, dqa, dxb, dqb
     qa = bodies.rotation[world, a]
     qb = bodies.rotation[world, b]
     xa = bodies.position[world, a]
     xb = bodies.position[world, b]
     rot_a = wp.quat_to_matrix(qa)
     rot_b = wp.quat_to_matrix(qb)
-    ia = world_inv_inertia(ima, qa, bodies.inv_inertia[world, a])
-    ib = world_inv_inertia(imb, qb, bodies.inv_inertia[world, b])
+    ia = world_inv_inertia(ima, qa, bodies.inv_inertia[world, a]) * split_a
+    ib = world_inv_inertia(imb, qb, bodies.inv_inertia[world, b]) * split_b
+    ima = ima * split_a
+    imb = imb * split_b
     xa_prev = bodies.prev_position[world, a]
     xb_prev = bodies.prev_position[world, b]
     rot_a_prev = wp.quat_to_matrix(bodies.prev_rotation[world, a])
@@ -496,10 +553,6 @@ def solve_manifold(
             if depth0[i] >= deepest - SHARE_GAP:
                 shares[i] = 1.0 / bearing
     # The motion the solve gives each body (translation and small rotation vector), linearised.
-    dxa = wp.vec3(0.0, 0.0, 0.0)
-    dqa = wp.vec3(0.0, 0.0, 0.0)
-    dxb = wp.vec3(0.0, 0.0, 0.0)
-    dqb = wp.vec3(0.0, 0.0, 0.0)
     settle = SETTLED / (ima + imb)  # an impulse that moves the pair less than SETTLED metres
     sweeps = wp.where(wp.length_sq(up) > 0.0, NORMAL_SWEEPS, FIRST_SWEEPS)
     # Points are solved in blocks, normal then friction: one point at a time, or all of them at once where
@@ -559,12 +612,7 @@ def solve_manifold(
             lo = hi
         if largest <= settle:
             break
-    if ima > 0.0:
-        bodies.position[world, a] = xa + dxa
-        bodies.rotation[world, a] = rotate_by(qa, dqa)
-    if imb > 0.0:
-        bodies.position[world, b] = xb + dxb
-        bodies.rotation[world, b] = rotate_by(qb, dqb)
+    return dxa, dqa, dxb, dqb
 
 
 @wp.func
