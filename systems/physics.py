@@ -128,6 +128,24 @@ def resources(cfg: PhysicsConfig) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class SceneConfig:
+    """A physics-only environment has nothing to configure beyond its ``PhysicsConfig``."""
+
+
+def scene_env(cfg: PhysicsConfig, *, name: str = "physics_scene") -> ecs.EnvSpec:
+    """A physics-only environment: the archetypes, singletons, systems and resources of ``cfg``, no reset and no
+    horizon. Scenes go in with ``load_scene`` (benchmarks, scene suites)."""
+    return ecs.EnvSpec(
+        name=name,
+        config=SceneConfig(),
+        archetypes=archetypes(cfg),
+        singletons=singletons(),
+        systems=systems(),
+        resources=resources(cfg),
+    )
+
+
 # -- host-side scenes --------------------------------------------------------------------------------
 
 

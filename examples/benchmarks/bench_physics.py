@@ -19,17 +19,11 @@ import json
 import platform
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 BODIES = 30
-
-
-@dataclass(frozen=True)
-class BenchConfig:
-    """The benchmark env has no settings of its own beyond physics."""
 
 
 def room(rng: np.random.Generator):
@@ -74,15 +68,7 @@ def make_sim(num_worlds: int, *, device: str | None, broadphase: int | None = No
     if broadphase is not None:
         kw["broadphase"] = broadphase
     cfg = physics.PhysicsConfig(**kw)
-    env = ecs.EnvSpec(
-        name="bench_physics",
-        config=BenchConfig(),
-        archetypes=physics.archetypes(cfg),
-        singletons=physics.singletons(),
-        systems=physics.systems(),
-        resources=physics.resources(cfg),
-    )
-    sim = ecs.BatchSim(env, num_worlds, device=device, seed=seed)
+    sim = ecs.BatchSim(physics.scene_env(cfg, name="bench_physics"), num_worlds, device=device, seed=seed)
     rng = np.random.default_rng(seed)
     template = room(rng)  # one layout, jittered per world below, keeps loading fast at 65536 worlds
     physics.load_scene(sim, template)

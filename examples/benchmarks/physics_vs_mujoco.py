@@ -83,20 +83,8 @@ def run_ours(scene: Scene) -> dict[str, np.ndarray]:
     from systems.physics import BodySpec, PhysicsConfig
     from systems.rigid_body import Response
 
-    @dataclass(frozen=True)
-    class SceneConfig:
-        """Physics only."""
-
     cfg = PhysicsConfig(gravity=scene.gravity, max_bodies=max(16, len(scene.bodies)))
-    env = ecs.EnvSpec(
-        name="physics_scene",
-        config=SceneConfig(),
-        archetypes=physics.archetypes(cfg),
-        singletons=physics.singletons(),
-        systems=physics.systems(),
-        resources=physics.resources(cfg),
-    )
-    sim = ecs.BatchSim(env, 1, device="cpu")
+    sim = ecs.BatchSim(physics.scene_env(cfg), 1, device="cpu")
     shapes = {"plane": ShapeType.PLANE, "box": ShapeType.BOX, "wedge": ShapeType.WEDGE}
     specs = [
         BodySpec(
