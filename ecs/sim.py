@@ -29,7 +29,7 @@ from .fusion import CPU_BLOCK, why_not_fusable
 from .graph import TaskGraph
 from .schema import EnvSpec
 from .storage import Storage
-from .torch_bridge import ActionDict, TorchViews
+from .torch_bridge import ActionDict, TorchViews, copy_into
 
 STATE_FORMAT_VERSION = checkpoint.STATE_FORMAT_VERSION
 
@@ -262,7 +262,7 @@ class BatchSim:
             self._views.restage()
             self.executor.staged(k)
         for key, value in checked.items():
-            self._views.staging[key][:k].copy_(value)
+            copy_into(self._views.staging[key][:k], value)
 
     def reset(self, mask: Any = None) -> None:
         """Resets every world, or the worlds where ``mask`` (bool, ``[num_worlds]``) is true."""
