@@ -49,6 +49,30 @@ def build_kernel(name: str, source: str, namespace: dict[str, Any], module: str)
     return kernel
 
 
+_NATIVE: dict[tuple[str, ...], Any] = {}
+
+
+def build_native(name: str, params: str, snippet: str, namespace: dict[str, Any], returns: str = "None") -> Any:
+    """A ``wp.func_native`` function ``name(params) -> returns`` whose C++ body is ``snippet``.
+
+    Like ``build_kernel``, from generated source registered in ``linecache``; ``namespace`` holds
+    the types the signature names. The same name, signature and snippet return the same function.
+    """
+    refs = sorted(f"{k}={getattr(v, '__name__', v)}" for k, v in namespace.items())
+    key = (name, params, returns, snippet, *refs)
+    fn = _NATIVE.get(key)
+    if fn is not None:
+        return fn
+    source = f"@wp.func_native({snippet!r})\ndef {name}({params}) -> {returns}: ...\n"
+    digest = hashlib.sha1((source + "\n".join(refs)).encode()).hexdigest()[:12]
+    filename = f"<ecs-generated:native:{name}:{digest}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    ns = {"wp": wp, "__name__": "ecs_native", **namespace}
+    exec(compile(source, filename, "exec"), ns)
+    fn = _NATIVE[key] = ns[name]
+    return fn
+
+
 def type_expr(t: Any, namespace: dict[str, Any]) -> str:
     """Source text for a Warp type, adding it to ``namespace`` under a deterministic name."""
     if wp.types.is_array(t):

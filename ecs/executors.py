@@ -181,9 +181,8 @@ class Recorder:
         self.program(RESET)
 
     def _validated(self, checked: wp.array, actions: list[wp.array], body: Callable[[], None]) -> None:
-        self.engine(
-            "validate_actions", self.generated.validate, self.num_worlds, [self.flags.errors, checked, *actions]
-        )
+        g = self.generated
+        self.engine("validate_actions", g.validate, g.validate_dim, [self.flags.errors, checked, *actions])
         self.engine("gate_step", ek.gate_step, 1, [self.flags.errors, self.ok, self.any_done])
         wp.capture_if(condition=self.ok, on_true=body)
         self.flags.record_copies()
@@ -449,7 +448,8 @@ class Threaded(Executor):
     def _chunked(self, fused: FusedKernel, steps: wp.array, actions: list[wp.array], checked: wp.array) -> None:
         r = self.recorder
         # `checked` steps of `actions` are validated: one when actions are held, k when staged.
-        wp.launch(r.generated.validate, dim=r.num_worlds, inputs=[r.flags.errors, checked, *actions], device="cpu")
+        g = r.generated
+        wp.launch(g.validate, dim=g.validate_dim, inputs=[r.flags.errors, checked, *actions], device="cpu")
         if r.flags.invalid_actions():
             return
         key = (id(fused), id(steps))
