@@ -73,6 +73,22 @@ def build_native(name: str, params: str, snippet: str, namespace: dict[str, Any]
     return fn
 
 
+def contiguous_access(dtype: Any) -> tuple[Any, Any]:
+    """Warp functions ``load(arr, i)`` and ``store(arr, i, value)`` for contiguous 1-d arrays of ``dtype``.
+
+    ``arr[i]`` in a kernel wraps a negative index and multiplies by the array's stride, and the
+    CPU compiler keeps both in a loop over worlds (a fused cartpole step reads and writes a dozen
+    singletons); these read and write ``arr.data[i]``. Only for arrays the engine allocated
+    (contiguous) and indices in range.
+    """
+    ns: dict[str, Any] = {}
+    t = type_expr(dtype, ns)
+    name = "".join(ch if ch.isalnum() else "_" for ch in t)
+    load = build_native(f"load_{name}", f"arr: wp.array(dtype={t}), i: int", "return arr.data[i];", ns, returns=t)
+    store = build_native(f"store_{name}", f"arr: wp.array(dtype={t}), i: int, value: {t}", "arr.data[i] = value;", ns)
+    return load, store
+
+
 def type_expr(t: Any, namespace: dict[str, Any]) -> str:
     """Source text for a Warp type, adding it to ``namespace`` under a deterministic name."""
     if wp.types.is_array(t):

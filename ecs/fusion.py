@@ -16,6 +16,7 @@ CPU they are bit-identical (tested).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ import warp as wp
 
 from . import engine_kernels as ek
 from . import program
-from .codegen import build_kernel, type_expr
+from .codegen import build_kernel, contiguous_access, type_expr
 from .funcs import per_world
 from .graph import Layout, Source, TaskGraph, func_params
 from .program import BEFORE_RESET, IfEnded, Phases, Rule
@@ -31,6 +32,7 @@ from .schema import EnvSpec, Phase
 from .systems import AccessKind, bundle_spec
 
 CPU_BLOCK = 256  # worlds stepped in turn by a CPU thread, K times (see build_fused)
+_ENDED = "if s_reset != 0:"  # opens the branch of the worlds whose episode ended (program.IfEnded)
 
 
 @dataclass
@@ -77,7 +79,7 @@ def build_fused(
     device_is_cpu: bool,
 ) -> FusedKernel:
     """Generates the fused K-step kernel of ``env`` (call ``why_not_fusable`` first)."""
-    gen = _Generator(layout)
+    gen = _Generator(layout, contiguous=device_is_cpu)
     kernel_name = "fused_step_cpu" if device_is_cpu else "fused_step"
     tasks = {p: graph.order(p, schedule_seed) for p in Phase if p != Phase.NONE}
     touched = {"episode", "episode_step", "rng", "reset", "reward", "terminated", "truncated"}
@@ -128,32 +130,39 @@ def build_fused(
     base = gen.param("e_world_base", Source("engine", "world_base"), "int")
     end = gen.param("e_world_end", Source("engine", "world_end"), "int")
     load = ["gw = world"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
-    load += [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched - fresh)]
+    lazy = _only_when_ended(body, touched - fresh) if device_is_cpu else set()
+    load += [f"s_{n} = {gen.read(n)}" for n in sorted(touched - fresh - lazy)]
     if not device_is_cpu:
         # Every step assigns the fresh values before reading them; the CUDA kernel's variables live
         # on across its K-step loop, so they start as zeros (K >= 1) rather than as loads.
         load += [f"s_{n} = {type_expr(layout.singletons[n].dtype, gen.ns)}(0)" for n in sorted(touched & fresh)]
     # Fresh values are not carried into the next step: on CPU only the last step stores them.
-    carried = [f"{gen.singleton(n)}[world] = s_{n}" for n in sorted((touched & written) - fresh)]
-    last = [f"    {gen.singleton(n)}[world] = s_{n}" for n in sorted(touched & written & fresh)]
+    carried = [gen.write(n) for n in sorted((touched & written) - fresh - lazy)]
+    last = [f"    {gen.write(n)}" for n in sorted(touched & written & fresh)]
     lines = [f"def {kernel_name}(", *(f"    {p}," for p in gen.params), "):"]
     if not device_is_cpu:
         # One thread per world: singletons stay in registers across the K steps.
         lines += [f"    world = wp.tid() + {base}", f"    if world >= {end}:", "        return"]
         lines += [f"    {b}" for b in load]
         lines += [f"    for it in range({steps}[0]):"] + [f"        {b}" for b in body]
-        lines += [f"    {gen.singleton(n)}[world] = s_{n}" for n in sorted(touched & written)]
+        lines += [f"    {gen.write(n)}" for n in sorted(touched & written)]
     else:
         # One thread loops over all worlds (measured faster than a thread index per world here).
         # A world's step is one long chain of dependent operations, so K steps of one world in a
         # row leave the core waiting on latencies; stepping a block of worlds once each, K times,
         # gives it independent chains to overlap, and the block's state stays in the L1 cache.
+        if lazy:
+            body = _load_when_ended(body, gen, lazy, written)
+        store = carried + (["if it == last:", *last] if last else [])
         lines += [
+            f"    last = {steps}[0] - 1",
             f"    for first in range({base}, {end}, {CPU_BLOCK}):",
             f"        for it in range({steps}[0]):",
-            f"            for world in range(first, wp.min(first + {CPU_BLOCK}, {end})):",
+            f"            for w in range(first, wp.min(first + {CPU_BLOCK}, {end})):",
+            # The clamp tells the compiler that `world` is not negative, which spares every array
+            # access a wrap-around of negative indices (about a tenth of a cartpole step).
+            "                world = wp.max(w, 0)",
         ]
-        store = carried + ([f"if it == {steps}[0] - 1:", *last] if last else [])
         lines += [f"                {b}" for b in load + body + store]
     source = "\n".join(lines) + "\n"
     gen.ns.update(next_step=ek.next_step, end_step=ek.end_step, next_episode=ek.next_episode)
@@ -183,7 +192,7 @@ class _StepWriter:
         if isinstance(item, Phases):
             return [line for phase in item.phases for task in self.tasks[phase] for line in gen.call(task)]
         if isinstance(item, IfEnded):
-            return ["if s_reset != 0:", *(f"    {line}" for line in self.lines(item.body) or ["pass"])]
+            return [_ENDED, *(f"    {line}" for line in self.lines(item.body) or ["pass"])]
         if item is Rule.BEGIN_STEP:
             step, truncated = self.gen.temps(2)
             out = [
@@ -229,8 +238,9 @@ class _StepWriter:
 
 
 class _Generator:
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, *, contiguous: bool) -> None:
         self.layout = layout
+        self.contiguous = contiguous  # singletons read and written through their data pointer (CPU)
         self.ns: dict[str, Any] = {}
         self.params: list[str] = []
         self.sources: list[tuple[str, Source]] = []
@@ -258,6 +268,23 @@ class _Generator:
             self.params.append(f"{name}: {annotation}")
             self.sources.append((name, source))
         return self._names[source]
+
+    def read(self, name: str) -> str:
+        """Source of the value of singleton ``name`` in ``world``."""
+        if not self.contiguous:
+            return f"{self.singleton(name)}[world]"
+        return f"{self._access(name, 0)}({self.singleton(name)}, world)"
+
+    def write(self, name: str) -> str:
+        """Source storing ``s_<name>`` into singleton ``name`` of ``world``."""
+        if not self.contiguous:
+            return f"{self.singleton(name)}[world] = s_{name}"
+        return f"{self._access(name, 1)}({self.singleton(name)}, world, s_{name})"
+
+    def _access(self, name: str, which: int) -> str:
+        fn = contiguous_access(self.layout.singletons[name].dtype)[which]
+        self.ns[fn.func.__name__] = fn
+        return fn.func.__name__
 
     def singleton(self, name: str) -> str:
         comp = self.layout.singletons[name]
@@ -365,6 +392,31 @@ class _Generator:
     def _count(self, arch: str, comp: Any, write: bool) -> None:
         size = wp.types.type_size_in_bytes(comp.dtype) * math.prod(comp.shape) * self.layout.archetypes[arch].capacity
         self.columns[arch, comp.name] = (size, write or self.columns.get((arch, comp.name), (0, False))[1])
+
+
+def _ended_span(body: list[str]) -> tuple[int, int]:
+    """Where the branch of ended worlds is in a step's lines: its first line and the one after it
+    (``(len, len)`` when the step has none)."""
+    start = body.index(_ENDED) if _ENDED in body else len(body)
+    stop = next((i for i in range(start + 1, len(body)) if not body[i].startswith(" ")), len(body))
+    return start, stop
+
+
+def _only_when_ended(body: list[str], names: set[str]) -> set[str]:
+    """The singletons of ``names`` that the step uses only in the branch of ended worlds (the
+    episode count, the RNG state): loaded and stored there rather than in every step."""
+    start, stop = _ended_span(body)
+    outside = "\n".join(body[:start] + body[stop:])
+    return {n for n in names if re.search(rf"\bs_{n}\b", outside) is None}
+
+
+def _load_when_ended(body: list[str], gen: _Generator, names: set[str], written: set[str]) -> list[str]:
+    """``body`` with the singletons ``names`` loaded on entering the branch of ended worlds and
+    stored (those in ``written``) on leaving it."""
+    start, stop = _ended_span(body)
+    loads = [f"    s_{n} = {gen.read(n)}" for n in sorted(names)]
+    stores = [f"    {gen.write(n)}" for n in sorted(names & written)]
+    return [*body[: start + 1], *loads, *body[start + 1 : stop], *stores, *body[stop:]]
 
 
 def _loops(shape: tuple[int, ...]) -> tuple[list[str], str]:
