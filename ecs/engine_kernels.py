@@ -130,6 +130,12 @@ def begin_episode(
 
 
 @wp.kernel
+def open_claims(first: wp.int32, claims_out: wp.array(dtype=wp.int32)):
+    """The threads of a fused CPU launch claim worlds from ``first`` on (``fusion.claim_worlds``)."""
+    claims_out[0] = first
+
+
+@wp.kernel
 def start_loop(
     steps_in: wp.array(dtype=wp.int32),
     cond_out: wp.array(dtype=wp.int32),

@@ -35,6 +35,16 @@ CPU_BLOCK = 256  # worlds stepped in turn by a CPU thread, K times (see build_fu
 _ENDED = "if s_reset != 0:"  # opens the branch of the worlds whose episode ended (program.IfEnded)
 
 
+@wp.func_native("return __atomic_fetch_add(&claims.data[0], count, __ATOMIC_RELAXED);")
+def claim_worlds(claims: wp.array(dtype=wp.int32), count: int) -> int:
+    """Claims the next ``count`` worlds for this CPU thread: returns ``claims[0]`` and adds ``count``.
+
+    Atomic, so that threads running one fused kernel at once each step their own blocks of worlds
+    (Warp's ``atomic_add`` is a plain add on the CPU, whose launches are serial).
+    """
+    ...
+
+
 @dataclass
 class FusedKernel:
     """A generated kernel and what to bind to each of its parameters, in order."""
@@ -125,9 +135,6 @@ def build_fused(
     body += _StepWriter(gen, env, layout, tasks, in_memory).lines(program.STEP)
 
     steps = gen.param("e_steps", Source("engine", "steps"), "wp.array(dtype=wp.int32, ndim=1)")
-    # Worlds may be launched in chunks (one CPU thread each), worlds [base, end) of the whole
-    # arrays, so that `world` indexes them as in the unfused step (functions may take whole tables).
-    base = gen.param("e_world_base", Source("engine", "world_base"), "int")
     end = gen.param("e_world_end", Source("engine", "world_end"), "int")
     load = ["gw = world"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
     lazy = _only_when_ended(body, touched - fresh) if device_is_cpu else set()
@@ -139,6 +146,12 @@ def build_fused(
     # Fresh values are not carried into the next step: on CPU only the last step stores them.
     carried = [gen.write(n) for n in sorted((touched & written) - fresh - lazy)]
     last = [f"    {gen.write(n)}" for n in sorted(touched & written & fresh)]
+    if device_is_cpu:
+        claims = gen.param("e_claims", Source("engine", "claims"), "wp.array(dtype=wp.int32, ndim=1)")
+    else:
+        # Worlds may be launched in chunks, worlds [base, end) of the whole arrays, so that `world`
+        # indexes them as in the unfused step (functions may take whole tables).
+        base = gen.param("e_world_base", Source("engine", "world_base"), "int")
     lines = [f"def {kernel_name}(", *(f"    {p}," for p in gen.params), "):"]
     if not device_is_cpu:
         # One thread per world: singletons stay in registers across the K steps.
@@ -147,16 +160,22 @@ def build_fused(
         lines += [f"    for it in range({steps}[0]):"] + [f"        {b}" for b in body]
         lines += [f"    {gen.write(n)}" for n in sorted(touched & written)]
     else:
-        # One thread loops over all worlds (measured faster than a thread index per world here).
-        # A world's step is one long chain of dependent operations, so K steps of one world in a
-        # row leave the core waiting on latencies; stepping a block of worlds once each, K times,
-        # gives it independent chains to overlap, and the block's state stays in the L1 cache.
+        # A thread loops over worlds (measured faster than a thread index per world here), a block
+        # at a time. A world's step is one long chain of dependent operations, so K steps of one
+        # world in a row leave the core waiting on latencies; stepping a block of worlds once each,
+        # K times, gives it independent chains to overlap, and the block's state stays in the L1
+        # cache. Several threads may run the kernel at once (``cpu_threads``): each claims the next
+        # block of worlds [claims[0], end) until none is left, so a thread that starts late or runs
+        # on a busy core simply steps fewer blocks; the worlds of a block are indexed in the whole
+        # arrays as in the unfused step (functions may take whole tables).
+        gen.ns["claim_worlds"] = claim_worlds
         if lazy:
             body = _load_when_ended(body, gen, lazy, written)
         store = carried + (["if it == last:", *last] if last else [])
         lines += [
             f"    last = {steps}[0] - 1",
-            f"    for first in range({base}, {end}, {CPU_BLOCK}):",
+            f"    first = claim_worlds({claims}, {CPU_BLOCK})",
+            f"    while first < {end}:",
             f"        for it in range({steps}[0]):",
             f"            for w in range(first, wp.min(first + {CPU_BLOCK}, {end})):",
             # The clamp tells the compiler that `world` is not negative, which spares every array
@@ -164,6 +183,7 @@ def build_fused(
             "                world = wp.max(w, 0)",
         ]
         lines += [f"                {b}" for b in load + body + store]
+        lines += [f"        first = claim_worlds({claims}, {CPU_BLOCK})"]
     source = "\n".join(lines) + "\n"
     gen.ns.update(next_step=ek.next_step, end_step=ek.end_step, next_episode=ek.next_episode)
     kernel = build_kernel(kernel_name, source, gen.ns, f"ecs_fused_{env.name}")
