@@ -416,8 +416,8 @@ class Threaded(Executor):
 
     A second thread only pays when a core is free for it: on a machine whose other cores are
     busy it costs a hand-off and gains nothing. So with ``adaptive`` the calls above the
-    thresholds time both ways (all threads, or ``inner`` alone) and take the faster, trying the
-    other one call in ``_Timer.PROBE``; both give the same worlds.
+    thresholds time both ways (all threads, or ``inner`` alone), take the faster and try the
+    other now and then (``_Timer``); both give the same worlds.
 
     Args:
         inner: the executor of small calls; its recorder must be a ``FusedRecorder``.
