@@ -35,7 +35,13 @@ CPU_BLOCK = 256  # worlds stepped in turn by a CPU thread, K times (see build_fu
 _ENDED = "if s_reset != 0:"  # opens the branch of the worlds whose episode ended (program.IfEnded)
 
 
-@wp.func_native("return __atomic_fetch_add(&claims.data[0], count, __ATOMIC_RELAXED);")
+@wp.func_native(
+    "#if defined(__CUDA_ARCH__)\n"  # compiled for CUDA too when a module serves both devices
+    "return atomicAdd(&claims.data[0], count);\n"
+    "#else\n"
+    "return __atomic_fetch_add(&claims.data[0], count, __ATOMIC_RELAXED);\n"
+    "#endif\n"
+)
 def claim_worlds(claims: wp.array(dtype=wp.int32), count: int) -> int:
     """Claims the next ``count`` worlds for this CPU thread: returns ``claims[0]`` and adds ``count``.
 
