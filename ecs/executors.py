@@ -469,7 +469,8 @@ class Threaded(Executor):
         way = timer.pick()
         start = time.perf_counter()
         (threaded if way else alone)()
-        timer.record(way, (time.perf_counter() - start) / world_steps)
+        if not self.recorder.flags.invalid_actions():  # a refused call stepped nothing: not a time
+            timer.record(way, (time.perf_counter() - start) / world_steps)
 
     def reset(self) -> None:
         self.inner.reset()
