@@ -522,7 +522,7 @@ class _Timer:
     taken by another process) is seen: after ``PROBE`` calls, twice as many after each try that
     found it slower still, up to ``PROBE_MAX`` (so trying a slow way costs little)."""
 
-    PROBE, PROBE_MAX, TRY, KEEP = 16, 1024, 2, 5
+    PROBE, PROBE_MAX, TRY, KEEP = 16, 1024, 5, 5
 
     def __init__(self) -> None:
         self.times: tuple[deque[float], deque[float]] = (deque(maxlen=self.KEEP), deque(maxlen=self.KEEP))
