@@ -49,6 +49,46 @@ def build_kernel(name: str, source: str, namespace: dict[str, Any], module: str)
     return kernel
 
 
+_NATIVE: dict[tuple[str, ...], Any] = {}
+
+
+def build_native(name: str, params: str, snippet: str, namespace: dict[str, Any], returns: str = "None") -> Any:
+    """A ``wp.func_native`` function ``name(params) -> returns`` whose C++ body is ``snippet``.
+
+    Like ``build_kernel``, from generated source registered in ``linecache``; ``namespace`` holds
+    the types the signature names. The same name, signature and snippet return the same function.
+    """
+    refs = sorted(f"{k}={getattr(v, '__name__', v)}" for k, v in namespace.items())
+    key = (name, params, returns, snippet, *refs)
+    fn = _NATIVE.get(key)
+    if fn is not None:
+        return fn
+    source = f"@wp.func_native({snippet!r})\ndef {name}({params}) -> {returns}: ...\n"
+    digest = hashlib.sha1((source + "\n".join(refs)).encode()).hexdigest()[:12]
+    filename = f"<ecs-generated:native:{name}:{digest}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    ns = {"wp": wp, "__name__": "ecs_native", **namespace}
+    exec(compile(source, filename, "exec"), ns)
+    fn = _NATIVE[key] = ns[name]
+    return fn
+
+
+def contiguous_access(dtype: Any) -> tuple[Any, Any]:
+    """Warp functions ``load(arr, i)`` and ``store(arr, i, value)`` for contiguous 1-d arrays of ``dtype``.
+
+    ``arr[i]`` in a kernel wraps a negative index and multiplies by the array's stride, and the
+    CPU compiler keeps both in a loop over worlds (a fused cartpole step reads and writes a dozen
+    singletons); these read and write ``arr.data[i]``. Only for arrays the engine allocated
+    (contiguous) and indices in range.
+    """
+    ns: dict[str, Any] = {}
+    t = type_expr(dtype, ns)
+    name = "".join(ch if ch.isalnum() else "_" for ch in t)
+    load = build_native(f"load_{name}", f"arr: wp.array(dtype={t}), i: int", "return arr.data[i];", ns, returns=t)
+    store = build_native(f"store_{name}", f"arr: wp.array(dtype={t}), i: int, value: {t}", "arr.data[i] = value;", ns)
+    return load, store
+
+
 def type_expr(t: Any, namespace: dict[str, Any]) -> str:
     """Source text for a Warp type, adding it to ``namespace`` under a deterministic name."""
     if wp.types.is_array(t):

@@ -8,7 +8,8 @@ k steps). An *executor* decides when those launches happen:
 - ``Captured``: the step, the reset and each kind of run are recorded once into a graph, and
   every call replays it (the default; CUDA graphs on a GPU, Warp's replayed command lists on CPU).
 - ``Threaded``: CPU only, fused envs: a call over enough world-steps runs the fused kernel on
-  chunks of worlds, one thread each; smaller calls go to the executor it wraps.
+  several threads, which share the worlds block by block; smaller calls (and, by default, calls
+  for which the threads are not faster) go to the executor it wraps.
 - ``Eager`` over a ``SplitRecorder``: CPU only, unfused envs with world-local raw kernels
   (``System(world_local=True)``: physics, sensors): each of those runs on chunks of worlds, one
   thread each, the other launches as they are.
@@ -20,9 +21,13 @@ side by side). ``ecs.diagnostics`` adds instrumented recorders (timing, NaN chec
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import warp as wp
@@ -181,9 +186,8 @@ class Recorder:
         self.program(RESET)
 
     def _validated(self, checked: wp.array, actions: list[wp.array], body: Callable[[], None]) -> None:
-        self.engine(
-            "validate_actions", self.generated.validate, self.num_worlds, [self.flags.errors, checked, *actions]
-        )
+        g = self.generated
+        self.engine("validate_actions", g.validate, g.validate_dim, [self.flags.errors, checked, *actions])
         self.engine("gate_step", ek.gate_step, 1, [self.flags.errors, self.ok, self.any_done])
         wp.capture_if(condition=self.ok, on_true=body)
         self.flags.record_copies()
@@ -221,6 +225,7 @@ class FusedRecorder(Recorder):
     def __init__(self, *args: Any, env: EnvSpec, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.env = env
+        self.claims = wp.zeros(1, dtype=wp.int32, device=self.device)  # next unclaimed world (CPU)
         self.kernel = self._build(per_step=False)
         self.kernel_per_step: FusedKernel | None = None  # built when run(k, actions) is first called
 
@@ -235,7 +240,8 @@ class FusedRecorder(Recorder):
         )
 
     def kernels(self) -> list[wp.Kernel]:
-        return [*super().kernels(), *(f.kernel for f in (self.kernel, self.kernel_per_step) if f is not None)]
+        fused = [f.kernel for f in (self.kernel, self.kernel_per_step) if f is not None]
+        return [*super().kernels(), ek.open_claims, *fused]
 
     def staged(self, k: int) -> None:
         super().staged(k)
@@ -244,14 +250,21 @@ class FusedRecorder(Recorder):
             wp.load_module(self.kernel_per_step.kernel.module, device=self.device)
 
     def inputs(self, fused: FusedKernel, steps: wp.array, start: int = 0, stop: int | None = None) -> list:
-        """Arguments of a fused kernel for worlds ``[start, stop)``: whole arrays and the range."""
+        """Arguments of a fused kernel for worlds ``[start, stop)``: whole arrays and the range.
+
+        On CPU the kernel's threads claim worlds from ``claims[0]`` on, which ``open_claims`` sets
+        to ``start`` before every launch.
+        """
         engine = {"steps": steps, "world_base": start, "world_end": self.num_worlds if stop is None else stop}
+        engine["claims"] = self.claims
         return [self.storage.resolve(source, engine) for _name, source in fused.sources]
 
     def body(self, *, per_step: bool, steps: wp.array | None) -> None:
         fused = self.kernel_per_step if per_step else self.kernel
         steps = self.one if steps is None else steps
         dim = self.num_worlds if fused.dim is None else fused.dim
+        if self.device == "cpu":
+            self.engine("open_claims", ek.open_claims, 1, [0, self.claims])
         self.launch(Launch("fused_step", Phase.NONE, fused.kernel, dim, self.inputs(fused, steps)))
 
 
@@ -367,18 +380,13 @@ class Captured(Executor):
 
     def __init__(self, recorder: Recorder) -> None:
         super().__init__(recorder)
-        self._step = self._capture(recorder.record_step)
-        self._reset = self._capture(recorder.record_reset)
+        self._step = _capture(recorder.device, recorder.record_step)
+        self._reset = _capture(recorder.device, recorder.record_reset)
         self._runs: dict[bool, Any] = {}
 
     @property
     def captured(self) -> bool:
         return True
-
-    def _capture(self, record: Callable[[], None]) -> Any:
-        with wp.ScopedCapture(device=self.recorder.device, force_module_load=False) as capture:
-            record()
-        return capture.graph
 
     def step(self) -> None:
         wp.capture_launch(self._step)
@@ -386,7 +394,7 @@ class Captured(Executor):
     def run(self, k: int, per_step: bool) -> None:
         graph = self._runs.get(per_step)
         if graph is None:
-            graph = self._runs[per_step] = self._capture(lambda: self.recorder.record_run(per_step))
+            graph = self._runs[per_step] = _capture(self.recorder.device, lambda: self.recorder.record_run(per_step))
         wp.capture_launch(graph)
 
     def reset(self) -> None:
@@ -398,25 +406,37 @@ class Captured(Executor):
 
 
 class Threaded(Executor):
-    """CPU, fused envs: large calls run the fused kernel on chunks of worlds, one thread each.
+    """CPU, fused envs: large calls run the fused kernel on several threads at once.
 
-    Worlds are independent, so chunks may run concurrently; every action is validated first and
-    any invalid one skips every world, as in the captured graph. Calls below the thresholds go to
-    ``inner`` (a thread hand-off costs about 0.3 ms, measured on a 2-core VM).
+    The threads share the worlds: each claims the next block of worlds until none is left
+    (``fusion.claim_worlds``), so a thread that starts late or shares its core with another
+    process steps fewer blocks instead of holding the others up. Worlds are independent, so the
+    results are those of one thread. Every action is validated first and any invalid one skips
+    every world, as in the captured graph. Calls below the thresholds go to ``inner``.
+
+    A second thread only pays when a core is free for it: on a machine whose other cores are
+    busy it costs a hand-off and gains nothing. So with ``adaptive`` the calls above the
+    thresholds time both ways (all threads, or ``inner`` alone), take the faster and try the
+    other now and then (``_Timer``); both give the same worlds.
 
     Args:
         inner: the executor of small calls; its recorder must be a ``FusedRecorder``.
-        chunks: ``[(first world, end)]``, one per thread.
+        threads: how many threads run a large call (the calling one included).
         threaded_step: whether ``step()`` uses the threads.
         run_min: the fewest world-steps (num_worlds * k) a ``run(k)`` uses them for.
+        adaptive: choose between the threads and ``inner`` by timing them (else always threads).
     """
 
-    def __init__(self, inner: Executor, chunks: list[tuple[int, int]], *, threaded_step: bool, run_min: int) -> None:
+    def __init__(
+        self, inner: Executor, threads: int, *, threaded_step: bool, run_min: int, adaptive: bool = False
+    ) -> None:
         super().__init__(inner.recorder)
-        self.inner, self.chunks = inner, chunks
-        self.threaded_step, self.run_min = threaded_step, run_min
-        self._pool = ThreadPoolExecutor(max_workers=len(chunks) - 1)
-        self._bound: dict[tuple[int, int], list] = {}
+        self.inner, self.threads = inner, threads
+        self.threaded_step, self.run_min, self.adaptive = threaded_step, run_min, adaptive
+        self._pool = ThreadPoolExecutor(max_workers=threads - 1)
+        self._claims = self.recorder.claims.numpy()  # host memory: set before the threads start
+        self._bound: dict[tuple[int, int], tuple[Any, list[Any]]] = {}
+        self._timers = {"step": _Timer(), "run": _Timer()}
 
     @property
     def captured(self) -> bool:
@@ -427,7 +447,8 @@ class Threaded(Executor):
             self.inner.step()
             return
         r = self.recorder
-        self._chunked(r.kernel, r.one, r.generated.action_flat, r.one)
+        threaded = partial(self._threaded, r.kernel, r.one, r.generated.action_flat, r.one)
+        self._call("step", r.num_worlds, self.inner.step, threaded)
 
     def run(self, k: int, per_step: bool) -> None:
         if self.recorder.num_worlds * k < self.run_min:
@@ -435,9 +456,21 @@ class Threaded(Executor):
             return
         r = self.recorder
         if per_step:
-            self._chunked(r.kernel_per_step, r.run_k, r.staging_flat, r.run_k)
+            threaded = partial(self._threaded, r.kernel_per_step, r.run_k, r.staging_flat, r.run_k)
         else:
-            self._chunked(r.kernel, r.run_k, r.generated.action_flat, r.one)
+            threaded = partial(self._threaded, r.kernel, r.run_k, r.generated.action_flat, r.one)
+        self._call("run", r.num_worlds * k, partial(self.inner.run, k, per_step), threaded)
+
+    def _call(self, kind: str, world_steps: int, alone: Callable[[], None], threaded: Callable[[], None]) -> None:
+        if not self.adaptive:
+            threaded()
+            return
+        timer = self._timers[kind]
+        way = timer.pick()
+        start = time.perf_counter()
+        (threaded if way else alone)()
+        if not self.recorder.flags.invalid_actions():  # a refused call stepped nothing: not a time
+            timer.record(way, (time.perf_counter() - start) / world_steps)
 
     def reset(self) -> None:
         self.inner.reset()
@@ -446,24 +479,94 @@ class Threaded(Executor):
         self.inner.staged(k)
         self._bound.clear()
 
-    def _chunked(self, fused: FusedKernel, steps: wp.array, actions: list[wp.array], checked: wp.array) -> None:
-        r = self.recorder
-        # `checked` steps of `actions` are validated: one when actions are held, k when staged.
-        wp.launch(r.generated.validate, dim=r.num_worlds, inputs=[r.flags.errors, checked, *actions], device="cpu")
-        if r.flags.invalid_actions():
+    def _threaded(self, fused: FusedKernel, steps: wp.array, actions: list[wp.array], checked: wp.array) -> None:
+        validate, graphs = self._graphs(fused, steps, actions, checked)
+        wp.capture_launch(validate)
+        if self.recorder.flags.invalid_actions():
             return
+        self._claims[0] = 0
+        # A replay runs in C++ with the GIL released; each thread replays a graph of its own. A
+        # helper joins only if it starts before this thread has stepped every world: one that the
+        # OS has not yet scheduled by then (its core is busy) is not waited for, and skips this call.
+        tokens = [threading.Lock() for _ in graphs[1:]]
+        futures = [self._pool.submit(_help, token, graph) for token, graph in zip(tokens, graphs[1:], strict=True)]
+        wp.capture_launch(graphs[0])
+        for token, f in zip(tokens, futures, strict=True):
+            if not token.acquire(blocking=False):  # the helper holds it: it is stepping worlds
+                f.result()
+
+    def _graphs(self, fused: FusedKernel, steps: wp.array, actions: list[wp.array], checked: wp.array) -> tuple:
+        """The validation of ``checked`` steps of ``actions`` and the fused launch, one per thread,
+        captured once per kind of call (a replay costs a fraction of a ``wp.launch``)."""
         key = (id(fused), id(steps))
-        launches = self._bound.get(key)
-        if launches is None:
+        bound = self._bound.get(key)
+        if bound is None:
+            r, g = self.recorder, self.recorder.generated
+            args, inputs = [r.flags.errors, checked, *actions], r.inputs(fused, steps)
+            validate = _capture("cpu", lambda: wp.launch(g.validate, dim=g.validate_dim, inputs=args, device="cpu"))
             launches = [
-                wp.launch(fused.kernel, dim=1, inputs=r.inputs(fused, steps, a, b), device="cpu", record_cmd=True)
-                for a, b in self.chunks
+                _capture("cpu", lambda: wp.launch(fused.kernel, dim=1, inputs=inputs, device="cpu"))
+                for _ in range(self.threads)
             ]
-            self._bound[key] = launches
-        futures = [self._pool.submit(launch.launch) for launch in launches[1:]]
-        launches[0].launch()
-        for f in futures:
-            f.result()
+            bound = self._bound[key] = (validate, launches)
+        return bound
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
+
+
+class _Timer:
+    """Seconds per world-step of two ways of making a call (0: one thread, 1: all): the median of
+    each way's last ``KEEP`` calls (times on a shared machine have outliers). ``pick`` takes the
+    faster; now and then it tries the other for ``TRY`` calls, so that a change (a core freed or
+    taken by another process) is seen: after ``PROBE`` calls, twice as many after each try that
+    found it slower still, up to ``PROBE_MAX`` (so trying a slow way costs little)."""
+
+    PROBE, PROBE_MAX, TRY, KEEP = 16, 1024, 5, 5
+
+    def __init__(self) -> None:
+        self.times: tuple[deque[float], deque[float]] = (deque(maxlen=self.KEEP), deque(maxlen=self.KEEP))
+        self.median = [0.0, 0.0]
+        self.interval = self.next_try = self.PROBE
+        self.trying, self.left = 0, 0  # the way being tried, and its calls still to make
+
+    def pick(self) -> int:
+        for way in (1, 0):
+            if len(self.times[way]) < self.TRY:  # the first calls (the very first builds its graphs)
+                return way
+        if self.left:
+            return self.trying
+        best = self.best()
+        self.next_try -= 1
+        if self.next_try > 0:
+            return best
+        self.trying, self.left = 1 - best, self.TRY
+        self.times[self.trying].clear()  # stale
+        return self.trying
+
+    def best(self) -> int:
+        return 0 if self.median[0] <= self.median[1] else 1
+
+    def record(self, way: int, seconds: float) -> None:
+        times = self.times[way]
+        times.append(seconds)
+        self.median[way] = sorted(times)[len(times) // 2]
+        if self.left:
+            self.left -= 1
+            if not self.left:
+                slower = self.best() != self.trying
+                self.interval = min(2 * self.interval, self.PROBE_MAX) if slower else self.PROBE
+                self.next_try = self.interval
+
+
+def _help(token: threading.Lock, graph: Any) -> None:
+    """A helper thread's part of a threaded call: step worlds, unless the call has moved on without it."""
+    if token.acquire(blocking=False):
+        wp.capture_launch(graph)
+
+
+def _capture(device: str, record: Callable[[], None]) -> Any:
+    """A graph of the launches ``record`` makes (on CPU, a command list replayed in C++)."""
+    with wp.ScopedCapture(device=device, force_module_load=False) as capture:
+        record()
+    return capture.graph

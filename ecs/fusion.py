@@ -16,6 +16,7 @@ CPU they are bit-identical (tested).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ import warp as wp
 
 from . import engine_kernels as ek
 from . import program
-from .codegen import build_kernel, type_expr
+from .codegen import build_kernel, contiguous_access, type_expr
 from .funcs import per_world
 from .graph import Layout, Source, TaskGraph, func_params
 from .program import BEFORE_RESET, IfEnded, Phases, Rule
@@ -31,6 +32,23 @@ from .schema import EnvSpec, Phase
 from .systems import AccessKind, bundle_spec
 
 CPU_BLOCK = 256  # worlds stepped in turn by a CPU thread, K times (see build_fused)
+_ENDED = "if s_reset != 0:"  # opens the branch of the worlds whose episode ended (program.IfEnded)
+
+
+@wp.func_native(
+    "#if defined(__CUDA_ARCH__)\n"  # compiled for CUDA too when a module serves both devices
+    "return atomicAdd(&claims.data[0], count);\n"
+    "#else\n"
+    "return __atomic_fetch_add(&claims.data[0], count, __ATOMIC_RELAXED);\n"
+    "#endif\n"
+)
+def claim_worlds(claims: wp.array(dtype=wp.int32), count: int) -> int:
+    """Claims the next ``count`` worlds for this CPU thread: returns ``claims[0]`` and adds ``count``.
+
+    Atomic, so that threads running one fused kernel at once each step their own blocks of worlds
+    (Warp's ``atomic_add`` is a plain add on the CPU, whose launches are serial).
+    """
+    ...
 
 
 @dataclass
@@ -77,7 +95,7 @@ def build_fused(
     device_is_cpu: bool,
 ) -> FusedKernel:
     """Generates the fused K-step kernel of ``env`` (call ``why_not_fusable`` first)."""
-    gen = _Generator(layout)
+    gen = _Generator(layout, contiguous=device_is_cpu)
     kernel_name = "fused_step_cpu" if device_is_cpu else "fused_step"
     tasks = {p: graph.order(p, schedule_seed) for p in Phase if p != Phase.NONE}
     touched = {"episode", "episode_step", "rng", "reset", "reward", "terminated", "truncated"}
@@ -127,38 +145,58 @@ def build_fused(
     body += _StepWriter(gen, env, layout, tasks, in_memory).lines(program.STEP)
 
     steps = gen.param("e_steps", Source("engine", "steps"), "wp.array(dtype=wp.int32, ndim=1)")
-    # Worlds may be launched in chunks (one CPU thread each), worlds [base, end) of the whole
-    # arrays, so that `world` indexes them as in the unfused step (functions may take whole tables).
-    base = gen.param("e_world_base", Source("engine", "world_base"), "int")
     end = gen.param("e_world_end", Source("engine", "world_end"), "int")
     load = ["gw = world"] + [f"{name} = {expr}" for name, expr in gen.hoisted.items()]
-    load += [f"s_{n} = {gen.singleton(n)}[world]" for n in sorted(touched - fresh)]
+    lazy = _only_when_ended(body, touched - fresh) if device_is_cpu else set()
+    load += [f"s_{n} = {gen.read(n)}" for n in sorted(touched - fresh - lazy)]
     if not device_is_cpu:
         # Every step assigns the fresh values before reading them; the CUDA kernel's variables live
         # on across its K-step loop, so they start as zeros (K >= 1) rather than as loads.
         load += [f"s_{n} = {type_expr(layout.singletons[n].dtype, gen.ns)}(0)" for n in sorted(touched & fresh)]
     # Fresh values are not carried into the next step: on CPU only the last step stores them.
-    carried = [f"{gen.singleton(n)}[world] = s_{n}" for n in sorted((touched & written) - fresh)]
-    last = [f"    {gen.singleton(n)}[world] = s_{n}" for n in sorted(touched & written & fresh)]
+    carried = [gen.write(n) for n in sorted((touched & written) - fresh - lazy)]
+    last = [f"    {gen.write(n)}" for n in sorted(touched & written & fresh)]
+    if device_is_cpu:
+        claims = gen.param("e_claims", Source("engine", "claims"), "wp.array(dtype=wp.int32, ndim=1)")
+    else:
+        # Worlds may be launched in chunks, worlds [base, end) of the whole arrays, so that `world`
+        # indexes them as in the unfused step (functions may take whole tables).
+        base = gen.param("e_world_base", Source("engine", "world_base"), "int")
     lines = [f"def {kernel_name}(", *(f"    {p}," for p in gen.params), "):"]
     if not device_is_cpu:
         # One thread per world: singletons stay in registers across the K steps.
         lines += [f"    world = wp.tid() + {base}", f"    if world >= {end}:", "        return"]
         lines += [f"    {b}" for b in load]
         lines += [f"    for it in range({steps}[0]):"] + [f"        {b}" for b in body]
-        lines += [f"    {gen.singleton(n)}[world] = s_{n}" for n in sorted(touched & written)]
+        lines += [f"    {gen.write(n)}" for n in sorted(touched & written)]
     else:
-        # One thread loops over all worlds (measured faster than a thread index per world here).
-        # A world's step is one long chain of dependent operations, so K steps of one world in a
-        # row leave the core waiting on latencies; stepping a block of worlds once each, K times,
-        # gives it independent chains to overlap, and the block's state stays in the L1 cache.
+        # A thread loops over worlds (measured faster than a thread index per world here), a block
+        # at a time. A world's step is one long chain of dependent operations, so K steps of one
+        # world in a row leave the core waiting on latencies; stepping a block of worlds once each,
+        # K times, gives it independent chains to overlap, and the block's state stays in the L1
+        # cache. Several threads may run the kernel at once (``cpu_threads``): each claims the next
+        # block of worlds [claims[0], end) until none is left, so a thread that starts late or runs
+        # on a busy core simply steps fewer blocks; the worlds of a block are indexed in the whole
+        # arrays as in the unfused step (functions may take whole tables).
+        gen.ns["claim_worlds"] = claim_worlds
+        if lazy:
+            body = _load_when_ended(body, gen, lazy, written)
+        store = carried + (["if it == last:", *last] if last else [])
         lines += [
-            f"    for first in range({base}, {end}, {CPU_BLOCK}):",
+            f"    last = {steps}[0] - 1",
+            f"    first = claim_worlds({claims}, {CPU_BLOCK})",
+            f"    while first < {end}:",
+            f"        stop = wp.min(first + {CPU_BLOCK}, {end})",
             f"        for it in range({steps}[0]):",
-            f"            for world in range(first, wp.min(first + {CPU_BLOCK}, {end})):",
+            # A plain counter: a range() loop costs about 15 instructions per world here.
+            "            w = first",
+            "            while w < stop:",
+            # The clamp tells the compiler that `world` is not negative, which spares every array
+            # access a wrap-around of negative indices (about a tenth of a cartpole step).
+            "                world = wp.max(w, 0)",
         ]
-        store = carried + ([f"if it == {steps}[0] - 1:", *last] if last else [])
         lines += [f"                {b}" for b in load + body + store]
+        lines += ["                w += 1", f"        first = claim_worlds({claims}, {CPU_BLOCK})"]
     source = "\n".join(lines) + "\n"
     gen.ns.update(next_step=ek.next_step, end_step=ek.end_step, next_episode=ek.next_episode)
     kernel = build_kernel(kernel_name, source, gen.ns, f"ecs_fused_{env.name}")
@@ -187,7 +225,7 @@ class _StepWriter:
         if isinstance(item, Phases):
             return [line for phase in item.phases for task in self.tasks[phase] for line in gen.call(task)]
         if isinstance(item, IfEnded):
-            return ["if s_reset != 0:", *(f"    {line}" for line in self.lines(item.body) or ["pass"])]
+            return [_ENDED, *(f"    {line}" for line in self.lines(item.body) or ["pass"])]
         if item is Rule.BEGIN_STEP:
             step, truncated = self.gen.temps(2)
             out = [
@@ -233,8 +271,9 @@ class _StepWriter:
 
 
 class _Generator:
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, *, contiguous: bool) -> None:
         self.layout = layout
+        self.contiguous = contiguous  # singletons read and written through their data pointer (CPU)
         self.ns: dict[str, Any] = {}
         self.params: list[str] = []
         self.sources: list[tuple[str, Source]] = []
@@ -262,6 +301,23 @@ class _Generator:
             self.params.append(f"{name}: {annotation}")
             self.sources.append((name, source))
         return self._names[source]
+
+    def read(self, name: str) -> str:
+        """Source of the value of singleton ``name`` in ``world``."""
+        if not self.contiguous:
+            return f"{self.singleton(name)}[world]"
+        return f"{self._access(name, 0)}({self.singleton(name)}, world)"
+
+    def write(self, name: str) -> str:
+        """Source storing ``s_<name>`` into singleton ``name`` of ``world``."""
+        if not self.contiguous:
+            return f"{self.singleton(name)}[world] = s_{name}"
+        return f"{self._access(name, 1)}({self.singleton(name)}, world, s_{name})"
+
+    def _access(self, name: str, which: int) -> str:
+        fn = contiguous_access(self.layout.singletons[name].dtype)[which]
+        self.ns[fn.func.__name__] = fn
+        return fn.func.__name__
 
     def singleton(self, name: str) -> str:
         comp = self.layout.singletons[name]
@@ -372,6 +428,31 @@ class _Generator:
     def _count(self, arch: str, comp: Any, write: bool) -> None:
         size = wp.types.type_size_in_bytes(comp.dtype) * math.prod(comp.shape) * self.layout.archetypes[arch].capacity
         self.columns[arch, comp.name] = (size, write or self.columns.get((arch, comp.name), (0, False))[1])
+
+
+def _ended_span(body: list[str]) -> tuple[int, int]:
+    """Where the branch of ended worlds is in a step's lines: its first line and the one after it
+    (``(len, len)`` when the step has none)."""
+    start = body.index(_ENDED) if _ENDED in body else len(body)
+    stop = next((i for i in range(start + 1, len(body)) if not body[i].startswith(" ")), len(body))
+    return start, stop
+
+
+def _only_when_ended(body: list[str], names: set[str]) -> set[str]:
+    """The singletons of ``names`` that the step uses only in the branch of ended worlds (the
+    episode count, the RNG state): loaded and stored there rather than in every step."""
+    start, stop = _ended_span(body)
+    outside = "\n".join(body[:start] + body[stop:])
+    return {n for n in names if re.search(rf"\bs_{n}\b", outside) is None}
+
+
+def _load_when_ended(body: list[str], gen: _Generator, names: set[str], written: set[str]) -> list[str]:
+    """``body`` with the singletons ``names`` loaded on entering the branch of ended worlds and
+    stored (those in ``written``) on leaving it."""
+    start, stop = _ended_span(body)
+    loads = [f"    s_{n} = {gen.read(n)}" for n in sorted(names)]
+    stores = [f"    {gen.write(n)}" for n in sorted(names & written)]
+    return [*body[: start + 1], *loads, *body[start + 1 : stop], *stores, *body[stop:]]
 
 
 def _loops(shape: tuple[int, ...]) -> tuple[list[str], str]:

@@ -29,7 +29,7 @@ from .fusion import CPU_BLOCK, why_not_fusable
 from .graph import TaskGraph
 from .schema import EnvSpec
 from .storage import Storage
-from .torch_bridge import ActionDict, TorchViews
+from .torch_bridge import ActionDict, TorchViews, copy_into
 
 STATE_FORMAT_VERSION = checkpoint.STATE_FORMAT_VERSION
 
@@ -89,11 +89,12 @@ class BatchSim:
         fuse: run each step as one generated kernel (``ecs.fusion``). None fuses when every
             system is a ``@wp.func`` (world-local); True requires it; False never fuses. Fused
             and unfused steps give the same results.
-        cpu_threads: on CPU, a fused step runs on this many threads, each over its own chunk of
-            worlds (Warp's CPU backend runs one launch on one core). None uses every core the
-            process may run on, up to one thread per 256 worlds; then ``run(k)`` uses them for
-            at least 16384 world-steps per call and ``step()`` from 32768 worlds on (below, the
-            thread hand-off costs more than it saves). An explicit number always uses them.
+        cpu_threads: on CPU, a fused step runs on this many threads, which share the worlds block
+            by block (Warp's CPU backend runs one launch on one core). None uses every core the
+            process may run on, up to one thread per 256 worlds, for ``step()`` from 4096 worlds
+            and ``run(k)`` from 16384 world-steps per call, and only while they are faster than
+            one thread (timed as it runs: on a machine whose other cores are busy they are not).
+            An explicit number always uses them.
             Unfused, the world-local raw kernels (``System(world_local=True)``: physics, sensors)
             run on that many threads instead, by default up to one per 16 worlds; the step then
             launches eagerly (Python runs between launches), which costs nothing next to them.
@@ -262,7 +263,7 @@ class BatchSim:
             self._views.restage()
             self.executor.staged(k)
         for key, value in checked.items():
-            self._views.staging[key][:k].copy_(value)
+            copy_into(self._views.staging[key][:k], value)
 
     def reset(self, mask: Any = None) -> None:
         """Resets every world, or the worlds where ``mask`` (bool, ``[num_worlds]``) is true."""
@@ -438,7 +439,14 @@ def _choose_executor(
     executor: Executor = Captured(recorder) if capture else Eager(recorder)
     if not recorder.fused or len(chunks) <= 1:
         return executor
-    # A call pays a thread hand-off (about 0.3 ms measured on a 2-core VM), so by default
-    # threads serve step() only from 32768 worlds, run(k) from 16384 world-steps per call.
+    # A threaded call pays a hand-off (about 12 us on a 2-core VM with the other core free), so by
+    # default threads serve step() from 4096 worlds and run(k) from 16384 world-steps per call,
+    # and only while they are faster (on a machine whose other cores are busy they are not).
     W, explicit = recorder.num_worlds, cpu_threads is not None
-    return Threaded(executor, chunks, threaded_step=explicit or W >= 32768, run_min=1 if explicit else 16384)
+    return Threaded(
+        executor,
+        len(chunks),
+        threaded_step=explicit or W >= 4096,
+        run_min=1 if explicit else 16384,
+        adaptive=not explicit,
+    )

@@ -62,7 +62,7 @@ class TorchViews:
                 f"reset mask must be bool with shape ({num_worlds},), got {mask.dtype} {tuple(mask.shape)}; "
                 "build it as e.g. torch.zeros(num_worlds, dtype=torch.bool)"
             )
-        self.reset_request.copy_(mask)
+        copy_into(self.reset_request, mask)
 
     def column(self, archetype: str, component: str):
         key = (archetype, component)
@@ -116,6 +116,32 @@ class TorchViews:
             else:
                 out[key] = spaces.Box(low=a.low, high=a.high, shape=shape, dtype=np_dtype)
         return spaces.Dict(out)
+
+
+def copy_into(dst: Any, src: Any) -> None:
+    """``dst.copy_(src)``; between CPU tensors of one dtype, through numpy on the calling thread.
+
+    Torch copies more than 32,768 elements on its OpenMP threads, which keep spinning for a while
+    afterwards: on a small CPU they take a core from whatever runs next (a cartpole step at 65,536
+    worlds on a 2-core machine took 3x as long right after such a copy of its actions).
+    """
+    if dst.device.type == "cpu" and src.device.type == "cpu" and dst.dtype == src.dtype:
+        try:
+            np.copyto(dst.numpy(), src.detach().numpy())
+            return
+        except TypeError:  # a dtype numpy lacks (bfloat16)
+            pass
+    dst.copy_(src)
+
+
+def _host_view(tensor: Any) -> np.ndarray | None:
+    """A numpy view of a CPU tensor (None on another device or for a dtype numpy lacks)."""
+    if tensor.device.type != "cpu":
+        return None
+    try:
+        return tensor.numpy()
+    except TypeError:
+        return None
 
 
 def _check_dense(value: Any, what: str, error: type[Exception]) -> None:
@@ -228,11 +254,14 @@ class ActionDict(Mapping):
     sync) and copies it into the persistent buffer. Value checks (range, NaN) run on the device
     inside the captured step. ``sim.actions[key].copy_(x)`` is torch's own copy: it converts
     dtypes silently (a float 0.9 copied into an int action becomes 0), so prefer the checked
-    assignment when ``x`` might have another dtype.
+    assignment when ``x`` might have another dtype. On CPU the checked assignment also keeps the
+    copy on the calling thread (``copy_into``), where torch would copy a large tensor on its
+    OpenMP threads.
     """
 
     def __init__(self, views: dict[str, Any]) -> None:
         self._views = views
+        self._host = {k: _host_view(v) for k, v in views.items()}  # numpy views of CPU buffers
 
     def __getitem__(self, key: str):
         try:
@@ -270,9 +299,13 @@ class ActionDict(Mapping):
         return value
 
     def __setitem__(self, key: str, value: Any) -> None:
+        host = self._host.get(key)
+        if host is not None and type(value) is np.ndarray and value.dtype == host.dtype and value.shape == host.shape:
+            np.copyto(host, value)  # what checked() accepts from numpy, copied without torch
+            return
         if key not in self._views:
             raise ActionError(f"unknown action key {key!r}; actions: {sorted(self._views)}")
-        self[key].copy_(self.checked(key, value))
+        copy_into(self[key], self.checked(key, value))
 
     def __delitem__(self, key: str) -> None:
         raise ActionError(
@@ -287,4 +320,4 @@ class ActionDict(Mapping):
             raise ActionError(f"unknown action key(s) {unknown}; actions: {sorted(self._views)}")
         checked = {k: self.checked(k, v) for k, v in actions.items()}
         for k, v in checked.items():
-            self._views[k].copy_(v)
+            copy_into(self._views[k], v)

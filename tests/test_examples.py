@@ -48,7 +48,7 @@ def test_bench_cartpole_json(tmp_path: Path) -> None:
     path = tmp_path / "bench.json"
     args = ["--num-worlds", "1", "8", "--steps", "20", "--repeats", "1", "--device", "cpu", "--json", str(path)]
     out = run("examples/benchmarks/bench_cartpole.py", *args).stdout
-    assert re.search(r"^\s+8\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+[\d.]+x$", out, re.MULTILINE), out
+    assert re.search(r"^\s+8\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+[\d.]+x\s+[\d.]+x\s+[\d.]+$", out, re.MULTILINE), out
     result = json.loads(path.read_text())
     assert result["device"] == "cpu"
     assert result["steps"] == 20 and result["repeats"] == 1
@@ -58,6 +58,7 @@ def test_bench_cartpole_json(tmp_path: Path) -> None:
         for key in ("engine_steps_per_s", "engine_eager_steps_per_s", "gymnasium_steps_per_s", "ratio"):
             assert row[key] > 0, (key, row)
         assert row["ratio"] == pytest.approx(row["engine_steps_per_s"] / row["gymnasium_steps_per_s"])
+        assert row["ratio_with_draws"] > 0 and row["draw_s"] > 0
         assert all(len(row["seconds"][k]) == 1 for k in ("engine", "eager", "gymnasium"))
     assert result["build"] is None
 

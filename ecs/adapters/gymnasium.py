@@ -56,6 +56,7 @@ from gymnasium.vector.utils import batch_space
 
 from ..errors import ActionError, EcsError
 from ..sim import BatchSim
+from ..torch_bridge import copy_into
 
 __all__ = ["GymVectorEnv", "NormalizeObservation", "NormalizeReward", "RecordEpisodeStatistics", "RunningMeanStd"]
 
@@ -176,7 +177,7 @@ class GymVectorEnv(VectorEnv):
             and actions.shape == buf.shape
             and actions.device == buf.device
         ):
-            buf.copy_(actions)
+            copy_into(buf, actions)
             sim.step()
         else:
             sim.step(self._actions(actions))

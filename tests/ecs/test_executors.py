@@ -6,13 +6,15 @@ and captured launches of the unfused systems and, where the env fuses, of the fu
 eagerly, captured and on CPU threads.
 """
 
+import threading
+
 import numpy as np
 import pytest
 import torch
 
 import ecs
 import envs
-from ecs import program
+from ecs import executors, program
 from ecs.executors import Captured, Eager, FusedRecorder, SplitRecorder, Threaded
 from ecs.schema import Phase
 
@@ -100,6 +102,61 @@ def test_calls_below_the_thread_thresholds_go_to_the_inner_executor():
     assert isinstance(sim.executor, Threaded)
     assert not sim.executor.threaded_step and sim.executor.run_min == 16384
     assert isinstance(sim.executor.inner, Captured)
+
+
+def test_the_default_threads_time_both_ways_and_either_gives_the_same_worlds(monkeypatch):
+    """From 4096 worlds a default step (and a run of 16384 world-steps) may use the threads; it
+    times them against one thread and takes the faster. Forced to alternate, the calls give the
+    worlds of plain unfused steps."""
+    env = envs.make("cartpole", max_episode_steps=9)
+    sim = ecs.BatchSim(env, 4096 + 37, device="cpu", seed=2)
+    plain = ecs.BatchSim(env, 4096 + 37, device="cpu", seed=2, fuse=False)
+    assert isinstance(sim.executor, Threaded) and sim.executor.threaded_step and sim.executor.adaptive
+    ways = []
+
+    def alternate(timer):
+        ways.append(len(ways) % 2)
+        return ways[-1]
+
+    monkeypatch.setattr(executors._Timer, "pick", alternate)
+    acts = _actions(plain, 12, seed=4)
+    for i in range(8):
+        for s in (sim, plain):
+            s.step({k: v[i] for k, v in acts.items()})
+    sim.run(4, {k: v[8:12] for k, v in acts.items()})
+    for i in range(8, 12):
+        plain.step({k: v[i] for k, v in acts.items()})
+    assert ways == [0, 1] * 4 + [0]
+    a, b = sim.state_dict()["arrays"], plain.state_dict()["arrays"]
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_the_timer_takes_the_faster_way_and_tries_the_other_less_often_while_it_stays_slower():
+    timer = executors._Timer()
+    cost = {0: 1.0, 1: 3.0}  # one thread faster: the other core is busy
+    taken = []
+    for _ in range(400):
+        way = timer.pick()
+        taken.append(way)
+        timer.record(way, cost[way])
+    tries = [i for i in range(10, len(taken)) if taken[i] == 1]
+    assert tries and taken[-1] == 0
+    gaps = np.diff([i for i in tries if i - 1 not in tries])  # the first call of each try
+    assert list(gaps) == sorted(gaps) and gaps[-1] > gaps[0]  # ever rarer
+    cost = {0: 1.0, 1: 0.5}  # the core is free now: the next try finds the threads faster
+    wait, taken = timer.interval, []
+    for _ in range(wait + 400):
+        way = timer.pick()
+        taken.append(way)
+        timer.record(way, cost[way])
+    assert taken[wait + timer.TRY :].count(0) <= 4 * timer.TRY  # a few tries of one thread, ever rarer
+
+
+def test_a_helper_that_starts_after_the_call_steps_no_world():
+    token = threading.Lock()
+    token.acquire()  # the calling thread stepped every world and took the token
+    executors._help(token, graph=None)  # would fail if it launched
 
 
 def test_diagnostics_leave_the_executor_and_the_state_alone():

@@ -276,6 +276,36 @@ def test_action_assignment_copies_into_the_buffer(device):
     assert sim.actions["push"] is buf and torch.all(buf == 0)
 
 
+def test_cpu_action_writes_stay_on_the_calling_thread(monkeypatch):
+    """On CPU the engine copies actions (``sim.actions[k] = x``, ``step(actions)``, staged runs)
+    without torch's ``copy_``, which runs large copies on OpenMP threads that then spin and take
+    a core from the step; the checks are the same."""
+    W = 40_000  # more than the 32,768 values torch copies on several threads
+    sim = ecs.BatchSim(envs.make("cartpole"), W, device="cpu", seed=0, cpu_threads=1)
+    rng = np.random.default_rng(3)
+    pushes = rng.integers(0, 2, (4, W), dtype=np.int32)
+
+    def no_torch_copy(*args, **kwargs):
+        raise AssertionError("torch's copy_ was called")
+
+    monkeypatch.setattr(torch.Tensor, "copy_", no_torch_copy)
+    sim.actions["push"] = pushes[0]
+    np.testing.assert_array_equal(sim.actions["push"].numpy(), pushes[0])
+    sim.step({"push": torch.from_numpy(pushes[1])})
+    np.testing.assert_array_equal(sim.actions["push"].numpy(), pushes[1])
+    sim.run(2, {"push": pushes[2:]})
+    np.testing.assert_array_equal(sim.actions["push"].numpy(), pushes[3])
+    with pytest.raises(ecs.ActionError, match=r"dtype torch\.int32"):
+        sim.actions["push"] = pushes[0].astype(np.int64)
+    with pytest.raises(ecs.ActionError, match="shape"):
+        sim.actions["push"] = pushes[0][:-1]
+    np.testing.assert_array_equal(sim.actions["push"].numpy(), pushes[3])
+    monkeypatch.undo()
+    half = torch.zeros(3, dtype=torch.bfloat16)  # no numpy dtype: torch copies it
+    ecs.torch_bridge.copy_into(half, torch.ones(3, dtype=torch.bfloat16))
+    assert torch.all(half == 1)
+
+
 # -- step semantics -----------------------------------------------------------------------------
 
 
