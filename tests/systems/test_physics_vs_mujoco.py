@@ -83,7 +83,7 @@ def test_box_pushed_and_released_stops_where_mujocos_does():
     strict=True,
     reason="the scene is unstable in yaw: in MuJoCo itself the cube moved 0.1 um sideways at the start ends 69 mm "
     "sideways after 2 s; this engine's float32 sweeps seed such a turn (5-700 mm depending on solver settings), "
-    "so the target needs mirror-exact arithmetic or a stable symmetric scene",
+    "so the target needs mirror-exact arithmetic; the stable symmetric scenes are the pressed rows below",
 )
 def test_symmetric_scene_stays_symmetric():
     assert both(suite.symmetric(2.0))[0] < 1.0
