@@ -97,7 +97,12 @@ def archetypes(cfg: PhysicsConfig, *, body_extra: Sequence[ecs.Component] = ()) 
     return [
         ecs.Archetype("body", (*body_components(), *body_extra), capacity=cfg.max_bodies, doc="rigid bodies"),
         ecs.Archetype("pair", collision.PAIR_COMPONENTS, capacity=cfg.max_pairs, doc="broadphase candidate pairs"),
-        ecs.Archetype("contact", collision.CONTACT_COMPONENTS, capacity=cfg.max_contacts, doc="contacts"),
+        ecs.Archetype(
+            "contact",
+            (*collision.CONTACT_COMPONENTS, *solver.CONTACT_SCRATCH_COMPONENTS),
+            capacity=cfg.max_contacts,
+            doc="contacts",
+        ),
         ecs.Archetype("joint", JOINT_COMPONENTS, capacity=cfg.max_joints, doc="fixed joints"),
     ]
 
