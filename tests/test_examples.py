@@ -76,6 +76,19 @@ def test_cli_profile() -> None:
         assert re.search(rf"^\s+{system}\s+[\d.]+ us\s+[\d.]+%$", out, re.MULTILINE), (system, out)
 
 
+def test_bench_hide_and_seek_json(tmp_path: Path) -> None:
+    path = tmp_path / "bench.json"
+    args = ["--num-worlds", "2", "--steps", "2", "--repeats", "1", "--device", "cpu", "--cpu-threads", "1"]
+    out = run("examples/benchmarks/bench_hide_and_seek.py", *args, "--json", str(path)).stdout
+    assert "1 thread(s) share the worlds" in out, out
+    result = json.loads(path.read_text())
+    assert [row["num_worlds"] for row in result["rows"]] == [2]
+    assert result["rows"][0]["env_steps_per_s"] > 0
+    assert result["rows"][0]["agent_steps_per_s"] >= result["rows"][0]["env_steps_per_s"]
+    bad = run("examples/benchmarks/bench_hide_and_seek.py", "--cpu-threads", "0", returncode=2)
+    assert "--cpu-threads must be >= 1" in bad.stderr
+
+
 def test_cli_bench() -> None:
     args = ["bench", "cartpole", "--num-worlds", "4", "--steps", "10", "--repeats", "2", "--device", "cpu"]
     out = run("-m", "ecs", *args).stdout

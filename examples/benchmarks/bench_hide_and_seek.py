@@ -31,8 +31,10 @@ import envs
 MADRONA_STEPS_PER_S = 1.9e6  # one GPU, Shacklett et al. 2023
 
 
-def measure(num_worlds: int, *, steps: int, repeats: int, device: str | None, seed: int) -> dict:
-    sim = ecs.BatchSim(envs.make("hide_and_seek"), num_worlds, device=device, seed=seed)
+def measure(
+    num_worlds: int, *, steps: int, repeats: int, device: str | None, seed: int, cpu_threads: int | None = None
+) -> dict:
+    sim = ecs.BatchSim(envs.make("hide_and_seek"), num_worlds, device=device, seed=seed, cpu_threads=cpu_threads)
     gen = torch.Generator(device=sim.actions["move"].device).manual_seed(seed)
     dev = sim.actions["move"].device
     sim.actions["move"].copy_(torch.randint(0, 11, sim.actions["move"].shape, generator=gen, device=dev).int())
@@ -68,6 +70,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timing windows; the median is reported (default 3)")
     parser.add_argument("--device", default=None, help="cpu or cuda:N (default: cuda:0 when present, else cpu)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--cpu-threads",
+        type=int,
+        default=None,
+        help="CPU: threads that share the worlds of world-local kernels (default: every core)",
+    )
     parser.add_argument("--profile", type=int, default=None, metavar="N", help="print sim.profile() at N worlds")
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = parser.parse_args(argv)
@@ -76,6 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     counts = args.num_worlds or ([1, 16, 256, 1024] if device == "cpu" else [1, 256, 4096, 16384, 65536])
     if min(counts) < 1 or args.steps < 1 or args.repeats < 1:
         parser.error("world counts, --steps and --repeats must be >= 1")
+    if args.cpu_threads is not None and args.cpu_threads < 1:
+        parser.error("--cpu-threads must be >= 1")
 
     print(
         f"hide-and-seek on {device} ({platform.processor() or platform.machine()}), {args.steps} steps x {args.repeats}"
@@ -83,15 +93,18 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'num_worlds':>10} {'env steps/s':>14} {'agent steps/s':>14} {'vs Madrona 1.9M (1 GPU)':>24}")
     rows = []
     for n in counts:
-        r = measure(n, steps=args.steps, repeats=args.repeats, device=device, seed=args.seed)
+        r = measure(
+            n, steps=args.steps, repeats=args.repeats, device=device, seed=args.seed, cpu_threads=args.cpu_threads
+        )
         del r["sim"]
         rows.append(r)
         share = r["env_steps_per_s"] / MADRONA_STEPS_PER_S
         print(f"{n:>10} {r['env_steps_per_s']:>14,.0f} {r['agent_steps_per_s']:>14,.0f} {share:>23.2%}")
     if device == "cpu":
-        print("(CPU: Warp runs each launch on one core; Madrona's figure is for a GPU.)")
+        threads = args.cpu_threads or "every"
+        print(f"(CPU: {threads} thread(s) share the worlds of world-local kernels; Madrona's figure is for a GPU.)")
     if args.profile:
-        r = measure(args.profile, steps=2, repeats=1, device=device, seed=args.seed)
+        r = measure(args.profile, steps=2, repeats=1, device=device, seed=args.seed, cpu_threads=args.cpu_threads)
         print(f"\nsim.profile() at {args.profile} worlds:")
         print(r["sim"].profile(max(5, args.steps // 5)))
     if args.json:
