@@ -119,15 +119,17 @@ class TorchViews:
 
 
 def copy_into(dst: Any, src: Any) -> None:
-    """``dst.copy_(src)``; between CPU tensors of one dtype, through numpy on the calling thread.
+    """``dst.copy_(src)``; between CPU tensors, through numpy on the calling thread.
 
     Torch copies more than 32,768 elements on its OpenMP threads, which keep spinning for a while
     afterwards: on a small CPU they take a core from whatever runs next (a cartpole step at 65,536
-    worlds on a 2-core machine took 3x as long right after such a copy of its actions).
+    worlds on a 2-core machine took 3x as long right after such a copy of its actions). Like
+    ``copy_``, it broadcasts ``src`` and casts its dtype as C does (a float truncated towards zero, an
+    integer wrapped); tensors of a dtype numpy lacks (bfloat16) and other devices go to ``copy_``.
     """
-    if dst.device.type == "cpu" and src.device.type == "cpu" and dst.dtype == src.dtype:
+    if dst.device.type == "cpu" and src.device.type == "cpu":
         try:
-            np.copyto(dst.numpy(), src.detach().numpy())
+            np.copyto(dst.numpy(), src.detach().numpy(), casting="unsafe")
             return
         except TypeError:  # a dtype numpy lacks (bfloat16)
             pass

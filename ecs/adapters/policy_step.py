@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import warp as wp
 
 from ..errors import EcsError
+from ..torch_bridge import copy_into
 
 if TYPE_CHECKING:
     from ..sim import BatchSim
@@ -71,7 +72,7 @@ class PolicyStep:
         if missing:
             raise EcsError(f"policy returned no value for action(s) {missing}; it must return every key of sim.actions")
         for key, view in self.sim.actions.items():
-            view.copy_(out[key])
+            copy_into(view, out[key])  # torch's copy_ on a GPU (and inside the CUDA graph), numpy's on the CPU
 
     def __call__(self) -> None:
         """One rollout step: actions from the policy, then the simulation step."""

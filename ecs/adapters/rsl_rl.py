@@ -40,6 +40,7 @@ from tensordict import TensorDict
 
 from ..errors import ActionError, EcsError
 from ..sim import BatchSim
+from ..torch_bridge import copy_into
 
 __all__ = ["RslRlVecEnv"]
 
@@ -136,9 +137,9 @@ class RslRlVecEnv(VecEnv):
             if discrete:
                 n = high - low + 1
                 bins = torch.floor((part + 1.0) * (n / 2.0)).clamp_(0, n - 1) + low
-                buf.copy_(bins.reshape(buf.shape))
+                copy_into(buf, bins.reshape(buf.shape))
             else:
-                buf.copy_(torch.clamp(part, low, high).reshape(buf.shape))
+                copy_into(buf, torch.clamp(part, low, high).reshape(buf.shape))
 
     def step(self, actions):
         """Writes the actions, steps every world, returns ``(obs, rewards, dones, extras)``."""

@@ -41,6 +41,7 @@ from torchrl.envs import EnvBase
 
 from ..errors import EcsError
 from ..sim import BatchSim
+from ..torch_bridge import copy_into
 
 if TYPE_CHECKING:
     import torch
@@ -273,7 +274,7 @@ class TorchRLEnv(EnvBase):
                 raise EcsError(f"the input tensordict has no action {path}; the action spec is {self.full_action_spec}")
             if value.shape != buf.shape:
                 raise EcsError(f"action {path} must have shape {tuple(buf.shape)}, got {tuple(value.shape)}")
-            buf.copy_(value)  # casts the dtype (a categorical spec samples int64)
+            copy_into(buf, value)  # casts the dtype (a categorical spec samples int64)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         import torch
