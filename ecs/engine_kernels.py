@@ -130,9 +130,11 @@ def begin_episode(
 
 
 @wp.kernel
-def open_claims(first: wp.int32, claims_out: wp.array(dtype=wp.int32)):
-    """The threads of a fused CPU launch claim worlds from ``first`` on (``fusion.claim_worlds``)."""
+def open_claims(first: wp.int32, end: wp.int32, claims_out: wp.array(dtype=wp.int32)):
+    """The threads of a fused CPU launch claim the worlds ``[first, end)`` (``fusion.claim_worlds``), in turn."""
     claims_out[0] = first
+    claims_out[1] = end
+    claims_out[2] = 0
 
 
 @wp.kernel

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import warp as wp
 
 from . import engine_kernels as ek
+from .errors import EcsError
 from .fusion import FusedKernel, build_fused
 from .graph import TaskGraph
 from .program import RESET, STEP, IfEnded, Item, Phases, Rule
@@ -225,7 +226,8 @@ class FusedRecorder(Recorder):
     def __init__(self, *args: Any, env: EnvSpec, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.env = env
-        self.claims = wp.zeros(1, dtype=wp.int32, device=self.device)  # next unclaimed world (CPU)
+        # CPU: the unclaimed worlds [claims[0], claims[1]) of a fused launch, and the threads that joined it.
+        self.claims = wp.zeros(4, dtype=wp.int32, device=self.device)
         self.kernel = self._build(per_step=False)
         self.kernel_per_step: FusedKernel | None = None  # built when run(k, actions) is first called
 
@@ -252,8 +254,8 @@ class FusedRecorder(Recorder):
     def inputs(self, fused: FusedKernel, steps: wp.array, start: int = 0, stop: int | None = None) -> list:
         """Arguments of a fused kernel for worlds ``[start, stop)``: whole arrays and the range.
 
-        On CPU the kernel's threads claim worlds from ``claims[0]`` on, which ``open_claims`` sets
-        to ``start`` before every launch.
+        On CPU the kernel's threads claim the worlds of ``[claims[0], claims[1])``, which
+        ``open_claims`` sets to ``[0, num_worlds)`` before every launch.
         """
         engine = {"steps": steps, "world_base": start, "world_end": self.num_worlds if stop is None else stop}
         engine["claims"] = self.claims
@@ -264,7 +266,7 @@ class FusedRecorder(Recorder):
         steps = self.one if steps is None else steps
         dim = self.num_worlds if fused.dim is None else fused.dim
         if self.device == "cpu":
-            self.engine("open_claims", ek.open_claims, 1, [0, self.claims])
+            self.engine("open_claims", ek.open_claims, 1, [0, self.num_worlds, self.claims])
         self.launch(Launch("fused_step", Phase.NONE, fused.kernel, dim, self.inputs(fused, steps)))
 
 
@@ -414,10 +416,13 @@ class Threaded(Executor):
     results are those of one thread. Every action is validated first and any invalid one skips
     every world, as in the captured graph. Calls below the thresholds go to ``inner``.
 
-    A second thread only pays when a core is free for it: on a machine whose other cores are
-    busy it costs a hand-off and gains nothing. So with ``adaptive`` the calls above the
-    thresholds time both ways (all threads, or ``inner`` alone), take the faster and try the
-    other now and then (``_Timer``); both give the same worlds.
+    The helper threads wait for calls in native code a little while after each one (``_Helper``),
+    so that a call hands over in microseconds, and the first thread takes blocks of worlds from the
+    front and the second from the back (``fusion.claim_worlds``), so that each steps mostly the
+    worlds already in its core's cache. A second thread only pays when a core is free for it: on a
+    machine whose other cores are busy it costs a hand-off and gains nothing. So with
+    ``adaptive`` the calls above the thresholds time both ways (all threads, or ``inner`` alone),
+    take the faster and try the other now and then (``_Timer``); both give the same worlds.
 
     Args:
         inner: the executor of small calls; its recorder must be a ``FusedRecorder``.
@@ -433,7 +438,7 @@ class Threaded(Executor):
         super().__init__(inner.recorder)
         self.inner, self.threads = inner, threads
         self.threaded_step, self.run_min, self.adaptive = threaded_step, run_min, adaptive
-        self._pool = ThreadPoolExecutor(max_workers=threads - 1)
+        self._helpers: list[_Helper] = []  # started with the first threaded call
         self._claims = self.recorder.claims.numpy()  # host memory: set before the threads start
         self._bound: dict[tuple[int, int], tuple[Any, list[Any]]] = {}
         self._timers = {"step": _Timer(), "run": _Timer()}
@@ -484,35 +489,52 @@ class Threaded(Executor):
         wp.capture_launch(validate)
         if self.recorder.flags.invalid_actions():
             return
-        self._claims[0] = 0
-        # A replay runs in C++ with the GIL released; each thread replays a graph of its own. A
-        # helper joins only if it starts before this thread has stepped every world: one that the
-        # OS has not yet scheduled by then (its core is busy) is not waited for, and skips this call.
-        tokens = [threading.Lock() for _ in graphs[1:]]
-        futures = [self._pool.submit(_help, token, graph) for token, graph in zip(tokens, graphs[1:], strict=True)]
+        self._claims[:3] = (0, self.recorder.num_worlds, 0)
+        # A replay runs in C++ with the GIL released; each thread replays a graph of its own. The
+        # calling thread's graph first tells the helpers that a call is there (``_Helper``), so that
+        # a helper waiting for it finds the GIL free. A helper joins only if it takes its token before
+        # this thread has stepped every world: one that the OS has not yet scheduled by then (its
+        # core is busy) is not waited for, and skips this call.
+        tokens = [threading.Lock() for _ in self._helpers]
+        numbers = [
+            helper.post(token, graph) for helper, token, graph in zip(self._helpers, tokens, graphs[1:], strict=True)
+        ]
         wp.capture_launch(graphs[0])
-        for token, f in zip(tokens, futures, strict=True):
+        for helper, token, number in zip(self._helpers, tokens, numbers, strict=True):
             if not token.acquire(blocking=False):  # the helper holds it: it is stepping worlds
-                f.result()
+                helper.wait(number)
 
     def _graphs(self, fused: FusedKernel, steps: wp.array, actions: list[wp.array], checked: wp.array) -> tuple:
         """The validation of ``checked`` steps of ``actions`` and the fused launch, one per thread,
-        captured once per kind of call (a replay costs a fraction of a ``wp.launch``)."""
+        captured once per kind of call (a replay costs a fraction of a ``wp.launch``): the calling
+        thread's announces the call to the helpers first, each helper's reports when it is done."""
         key = (id(fused), id(steps))
         bound = self._bound.get(key)
         if bound is None:
+            if not self._helpers:
+                self._helpers = [_Helper() for _ in range(self.threads - 1)]
             r, g = self.recorder, self.recorder.generated
             args, inputs = [r.flags.errors, checked, *actions], r.inputs(fused, steps)
             validate = _capture("cpu", lambda: wp.launch(g.validate, dim=g.validate_dim, inputs=args, device="cpu"))
-            launches = [
-                _capture("cpu", lambda: wp.launch(fused.kernel, dim=1, inputs=inputs, device="cpu"))
-                for _ in range(self.threads)
-            ]
+
+            def calling() -> None:
+                for helper in self._helpers:
+                    wp.launch(announce_call, dim=1, inputs=[helper.calls], device="cpu")
+                wp.launch(fused.kernel, dim=1, inputs=inputs, device="cpu")
+
+            def helping(helper: _Helper) -> None:
+                wp.launch(fused.kernel, dim=1, inputs=inputs, device="cpu")
+                wp.launch(report_call, dim=1, inputs=[helper.number, helper.done], device="cpu")
+                helper.record_spin()
+
+            launches = [_capture("cpu", calling)]
+            launches += [_capture("cpu", partial(helping, helper)) for helper in self._helpers]
             bound = self._bound[key] = (validate, launches)
         return bound
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        for helper in self._helpers:
+            helper.close()
 
 
 class _Timer:
@@ -559,10 +581,142 @@ class _Timer:
                 self.next_try = self.interval
 
 
-def _help(token: threading.Lock, graph: Any) -> None:
-    """A helper thread's part of a threaded call: step worlds, unless the call has moved on without it."""
-    if token.acquire(blocking=False):
-        wp.capture_launch(graph)
+_PAUSE = (  # one spin-wait pause (CPU only: these functions are never launched on a GPU)
+    "#if defined(__x86_64__) || defined(__i386__)\n"
+    "__builtin_ia32_pause();\n"
+    "#elif defined(__aarch64__)\n"
+    '__asm__ __volatile__("yield");\n'
+    "#endif\n"
+)
+
+
+@wp.func_native(
+    "#if !defined(__CUDA_ARCH__)\n"
+    "for (int i = 0; i < spins; ++i) {\n"
+    "    if ((__atomic_load_n(&value.data[0], __ATOMIC_ACQUIRE) == target) == arrive) return 1;\n" + _PAUSE + "}\n"
+    "#endif\n"
+    "return 0;\n"
+)
+def spin_until(value: wp.array(dtype=wp.int32), target: int, arrive: int, spins: int) -> int:
+    """Spins (a pause per turn) until ``value[0] == target`` (``arrive`` 1) or ``!=`` (0), at most ``spins`` turns."""
+    ...
+
+
+@wp.func_native("#if !defined(__CUDA_ARCH__)\n__atomic_fetch_add(&calls.data[0], 1, __ATOMIC_RELEASE);\n#endif\n")
+def add_call(calls: wp.array(dtype=wp.int32)):
+    """``calls[0] += 1``, atomically, seen by other threads after everything this thread wrote before."""
+    ...
+
+
+@wp.func_native(
+    "#if !defined(__CUDA_ARCH__)\n__atomic_store_n(&done.data[0], number.data[0], __ATOMIC_RELEASE);\n#endif\n"
+)
+def set_done(number: wp.array(dtype=wp.int32), done: wp.array(dtype=wp.int32)):
+    """``done[0] = number[0]``, seen by other threads after everything this thread wrote before."""
+    ...
+
+
+@wp.kernel
+def await_value(value: wp.array(dtype=wp.int32), target: wp.array(dtype=wp.int32), arrive: int, spins: int):
+    spin_until(value, target[0], arrive, spins)
+
+
+@wp.kernel
+def announce_call(calls: wp.array(dtype=wp.int32)):
+    add_call(calls)
+
+
+@wp.kernel
+def report_call(number: wp.array(dtype=wp.int32), done: wp.array(dtype=wp.int32)):
+    set_done(number, done)
+
+
+class _Helper:
+    """A thread that steps worlds in ``Threaded`` calls.
+
+    A thread that the OS wakes starts tens of microseconds after it is asked to, as long as it takes
+    to step a few thousand cartpole worlds, and so does one that waits for the GIL. So a call is
+    posted from Python (``post``: a token, a graph and the call's number) and then announced from
+    native code, at the start of the calling thread's graph (``calls``, with the GIL released).
+    After each call the helper waits for the next announcement in native code, for up to ``SPINS``
+    pauses (about 0.1 ms), and sleeps only once a wait found nothing announced and nothing posted;
+    a post wakes it. It steps worlds only if it takes the token before the calling thread (which
+    takes it once it has stepped every world); its graph then sets ``done`` to the call's number,
+    which the calling thread waits for, also in native code, and goes on waiting for the next call.
+    """
+
+    SPINS = 4096  # pauses of a helper waiting for the next call
+    WAIT = 1 << 20  # pauses of the calling thread waiting for a helper, between checks from Python
+
+    def __init__(self) -> None:
+        self.calls, self.seen, self.number, self.done, self.expect = (
+            wp.zeros(1, dtype=wp.int32, device="cpu") for _ in range(5)
+        )
+        self._calls, self._seen, self._number, self._done, self._expect = (
+            a.numpy() for a in (self.calls, self.seen, self.number, self.done, self.expect)
+        )
+        self._spin = _capture("cpu", self.record_spin)
+        self._finish = _capture(
+            "cpu", lambda: wp.launch(await_value, dim=1, inputs=[self.done, self.expect, 1, self.WAIT], device="cpu")
+        )
+        self._posted = 0
+        self.error: Exception | None = None
+        self._job: tuple[threading.Lock, Any, int] | None = None
+        self._wake = threading.Event()
+        self._stop = False
+        threading.Thread(target=self._run, name="ecs-threaded-helper", daemon=True).start()
+
+    def record_spin(self) -> None:
+        """The wait for the next call (``calls[0]`` past ``seen[0]``), for up to ``SPINS`` pauses."""
+        wp.launch(await_value, dim=1, inputs=[self.calls, self.seen, 0, self.SPINS], device="cpu")
+
+    def post(self, token: threading.Lock, graph: Any) -> int:
+        """Offers the helper the next call (the calling thread's graph announces it); returns its number."""
+        self._posted += 1
+        self._job = (token, graph, self._posted)
+        self._wake.set()  # a sleeping helper wakes and waits for the announcement
+        return self._posted
+
+    def wait(self, number: int) -> None:
+        """Returns once the helper has finished call ``number``; raises what stopped it, if anything did."""
+        self._expect[0] = number
+        while int(self._done[0]) != number:
+            wp.capture_launch(self._finish)
+        if self.error is not None:
+            raise EcsError(f"a CPU helper thread failed while stepping worlds: {self.error!r}") from self.error
+
+    def _run(self) -> None:
+        seen = 0
+        while not self._stop:
+            self._wake.wait()
+            self._wake.clear()
+            waited = False  # whether the helper has waited for a call since the last one it saw
+            while not self._stop:
+                announced = int(self._calls[0])
+                if announced == seen:
+                    if waited and self._posted == seen:
+                        break  # no call came: sleep until one is posted (post() wakes it after counting it)
+                    self._seen[0] = seen
+                    wp.capture_launch(self._spin)
+                    waited = True
+                    continue
+                seen, waited = announced, False
+                token, graph, number = self._job  # posted before it was announced
+                if token.acquire(blocking=False):
+                    # Steps worlds, reports the call done and waits for the next one, all without the
+                    # GIL, which the calling thread needs just then.
+                    self._number[0], self._seen[0] = number, seen
+                    try:
+                        wp.capture_launch(graph)
+                    except Exception as e:  # reported to the calling thread, which waits for the call
+                        self.error = e
+                        self._done[0] = number
+                        return
+                    waited = True
+
+    def close(self) -> None:
+        self._stop = True
+        self._wake.set()
 
 
 def _capture(device: str, record: Callable[[], None]) -> Any:

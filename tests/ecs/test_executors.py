@@ -7,14 +7,16 @@ eagerly, captured and on CPU threads.
 """
 
 import threading
+import time
 
 import numpy as np
 import pytest
 import torch
+import warp as wp
 
 import ecs
 import envs
-from ecs import executors, program
+from ecs import executors, fusion, program
 from ecs.executors import Captured, Eager, FusedRecorder, SplitRecorder, Threaded
 from ecs.schema import Phase
 
@@ -153,10 +155,113 @@ def test_the_timer_takes_the_faster_way_and_tries_the_other_less_often_while_it_
     assert taken[wait + timer.TRY :].count(0) <= 4 * timer.TRY  # a few tries of one thread, ever rarer
 
 
-def test_a_helper_that_starts_after_the_call_steps_no_world():
-    token = threading.Lock()
-    token.acquire()  # the calling thread stepped every world and took the token
-    executors._help(token, graph=None)  # would fail if it launched
+@wp.kernel
+def count_call(counter: wp.array(dtype=wp.int32)):
+    counter[0] = counter[0] + 1
+
+
+def _counting_helper():
+    """A helper whose call graph adds one to a counter (then reports the call done, as a Threaded call's does)."""
+    helper = executors._Helper()
+    counter = wp.zeros(1, dtype=wp.int32, device="cpu")
+
+    def record():
+        wp.launch(count_call, dim=1, inputs=[counter], device="cpu")
+        wp.launch(executors.report_call, dim=1, inputs=[helper.number, helper.done], device="cpu")
+        helper.record_spin()
+
+    return helper, counter, executors._capture("cpu", record)
+
+
+def _announce(helper) -> None:
+    wp.launch(executors.announce_call, dim=1, inputs=[helper.calls], device="cpu")
+
+
+def _await_done(helper, number: int) -> None:
+    deadline = time.time() + 10
+    while int(helper.done.numpy()[0]) != number:
+        assert time.time() < deadline, f"the helper did not finish call {number}"
+        time.sleep(0.0005)
+
+
+def test_a_helper_steps_a_call_only_if_it_takes_the_token_first():
+    helper, counter, graph = _counting_helper()
+    try:
+        late = threading.Lock()
+        late.acquire()  # the calling thread stepped every world and took the token
+        helper.post(late, graph)
+        _announce(helper)
+        time.sleep(0.05)
+        assert int(counter.numpy()[0]) == 0
+        # Calls back to back (the helper waits for them in native code) and after it fell asleep.
+        for i in range(1, 31):
+            if i % 10 == 0:
+                time.sleep(0.02)
+            token = threading.Lock()
+            number = helper.post(token, graph)
+            _announce(helper)
+            _await_done(helper, number)
+            assert token.locked() and int(counter.numpy()[0]) == i
+    finally:
+        helper.close()
+
+
+def test_a_failing_helper_raises_in_the_calling_thread():
+    helper = executors._Helper()
+    try:
+        token = threading.Lock()
+        number = helper.post(token, graph=None)  # not a graph: the helper's launch raises
+        _announce(helper)
+        deadline = time.time() + 10
+        while helper.error is None and time.time() < deadline:
+            time.sleep(0.001)
+        assert not token.acquire(blocking=False)  # the helper took the call
+        with pytest.raises(ecs.EcsError, match="helper thread failed"):
+            helper.wait(number)
+    finally:
+        helper.close()
+
+
+@wp.kernel
+def claim_all(claims: wp.array(dtype=wp.int32), block: int, owner: wp.array(dtype=wp.int32), thread: int):
+    from_back = fusion.take_ticket(claims) % 2
+    span = fusion.claim_worlds(claims, block, from_back)
+    while span[0] < span[1]:
+        for w in range(span[0], span[1]):
+            owner[w] = owner[w] + 1 + 1000 * thread  # a world claimed twice would count twice
+        span = fusion.claim_worlds(claims, block, from_back)
+
+
+@pytest.mark.parametrize(("worlds", "block"), [(1, 256), (255, 256), (1000, 7), (4099, 256), (50000, 3)])
+def test_threads_claiming_from_both_ends_take_every_world_once(worlds, block):
+    """Two threads run a claiming kernel at once (launches release the GIL): every world is taken by
+    exactly one of them, the first from the front and the second from the back."""
+    owner = wp.zeros(worlds, dtype=wp.int32, device="cpu")
+    claims = wp.array(np.array([0, worlds, 0, 0], dtype=np.int32), device="cpu")
+    go = threading.Barrier(2)
+
+    def run(thread):
+        go.wait()
+        wp.launch(claim_all, dim=1, inputs=[claims, block, owner, thread], device="cpu")
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = owner.numpy()
+    assert np.all(np.isin(got, (1, 1001))), np.unique(got)
+    first, second = (got == 1), (got == 1001)
+    # Each thread's worlds are one run: the front's from world 0, the back's to the last world.
+    for mine in (first, second):
+        if mine.any():
+            idx = np.flatnonzero(mine)
+            assert idx[-1] - idx[0] + 1 == len(idx)
+    assert first[0] or second[0]
+    assert (
+        tuple(claims.numpy()[:3]) == (int(claims.numpy()[1]), int(claims.numpy()[1]), 2)
+        or claims.numpy()[0] >= claims.numpy()[1]
+    )
 
 
 def test_diagnostics_leave_the_executor_and_the_state_alone():
