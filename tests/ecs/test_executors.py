@@ -250,18 +250,12 @@ def test_threads_claiming_from_both_ends_take_every_world_once(worlds, block):
     for t in threads:
         t.join()
     got = owner.numpy()
-    assert np.all(np.isin(got, (1, 1001))), np.unique(got)
-    first, second = (got == 1), (got == 1001)
-    # Each thread's worlds are one run: the front's from world 0, the back's to the last world.
-    for mine in (first, second):
-        if mine.any():
-            idx = np.flatnonzero(mine)
-            assert idx[-1] - idx[0] + 1 == len(idx)
-    assert first[0] or second[0]
-    assert (
-        tuple(claims.numpy()[:3]) == (int(claims.numpy()[1]), int(claims.numpy()[1]), 2)
-        or claims.numpy()[0] >= claims.numpy()[1]
-    )
+    assert np.all(np.isin(got, (1, 1001))), np.unique(got)  # every world once, by one of the two
+    # The worlds of each thread are one run: one thread's from the front, the other's to the back.
+    changes = np.flatnonzero(np.diff(got))
+    assert len(changes) <= 1, f"the threads' worlds interleave at {changes[:10]}"
+    front, back, tickets = claims.numpy()[:3]
+    assert front >= back and tickets == 2
 
 
 def test_diagnostics_leave_the_executor_and_the_state_alone():
