@@ -407,6 +407,29 @@ def level_shares_a_body(
 
 
 @wp.func
+def next_level(
+    bodies: Bodies,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    height: wp.array2d[wp.float32],
+    world: int,
+    first: int,
+    manifolds: int,
+):
+    """The level that starts at ``order[first]``: the end of the manifolds within ``LEVEL_GAP`` of its
+    height, and whether two of them move one body (it is then solved by Jacobi steps, ``solve_level``)."""
+    end = first + 1
+    while end < manifolds:
+        if height[world, end] - height[world, first] > LEVEL_GAP:
+            break
+        end += 1
+    shared = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
+    if end - first > 1:
+        shared = level_shares_a_body(bodies, c, order, world, first, end)
+    return end, shared
+
+
+@wp.func
 def solve_joint(
     bodies: Bodies,
     world: int,
@@ -1035,14 +1058,7 @@ def warm_start(
         splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
     first = wp.int32(0)
     while first < manifolds:
-        level_end = first + 1
-        while level_end < manifolds:
-            if height[world, level_end] - height[world, first] > LEVEL_GAP:
-                break
-            level_end += 1
-        cold = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
-        if level_end - first > 1:
-            cold = level_shares_a_body(bodies, c, order, world, first, level_end)
+        level_end, cold = next_level(bodies, c, order, height, world, first, manifolds)
         for m in range(first, level_end):
             k = order[world, m]
             e = manifold_end(c, world, k, count)
@@ -1077,7 +1093,7 @@ def warm_start(
                 lam = wp.float32(0.0)
                 f = wp.vec3(0.0, 0.0, 0.0)
                 best = wp.float32(WARM_RADIUS)
-                for p in range(j, wp.where(j < last_count, je, j)):
+                for p in range(j, je):  # empty where the pair had no manifold (or the level starts cold)
                     d = wp.min(
                         wp.length(c.offset_a[world, i] - last.offset_a[world, p]),
                         wp.length(c.offset_b[world, i] - last.offset_b[world, p]),
@@ -1094,14 +1110,11 @@ def warm_start(
                     total = c.normal[world, i] * lam + f
                     ra = wp.quat_rotate(qa, c.offset_a[world, i])
                     rb = wp.quat_rotate(qb, c.offset_b[world, i])
+                    # (A body that does not move gets these, but they are applied only to one that does.)
                     dxa -= total * ima
-                    dqa -= world_inv_inertia_apply(qa, bodies.inv_inertia[world, a], wp.cross(ra, total)) * wp.where(
-                        ima > 0.0, 1.0, 0.0
-                    )
+                    dqa -= world_inv_inertia_apply(qa, bodies.inv_inertia[world, a], wp.cross(ra, total))
                     dxb += total * imb
-                    dqb += world_inv_inertia_apply(qb, bodies.inv_inertia[world, b], wp.cross(rb, total)) * wp.where(
-                        imb > 0.0, 1.0, 0.0
-                    )
+                    dqb += world_inv_inertia_apply(qb, bodies.inv_inertia[world, b], wp.cross(rb, total))
             if warmed:
                 if ima > 0.0:
                     splits.count[world, a] += 1
@@ -1272,14 +1285,9 @@ def step_bodies(
                 # resting on two others, a row pressed together), the level is solved by Jacobi
                 # steps, so the body settles on both supports whichever is listed first, and a
                 # pressed row stays where it is.
-                last = first + 1
-                while last < manifolds:
-                    if contact_out.contact_height[world, last] - contact_out.contact_height[world, first] > LEVEL_GAP:
-                        break
-                    last += 1
-                jacobi = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
-                if last - first > 1:
-                    jacobi = level_shares_a_body(bodies, c, contact_out.contact_order, world, first, last)
+                last, jacobi = next_level(
+                    bodies, c, contact_out.contact_order, contact_out.contact_height, world, first, manifolds
+                )
                 if jacobi:
                     solve_level(
                         bodies,
