@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import warp as wp
 
 import ecs
-from systems import physics
+from systems import physics, solver
+from systems.collision import Contacts
 from systems.geometry import ShapeType
 from systems.physics import BodySpec
 from systems.rigid_body import Response
@@ -77,3 +79,23 @@ def quat_matrix(q: np.ndarray) -> np.ndarray:
             [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
         ]
     )
+
+
+def solver_views(sim: ecs.BatchSim) -> tuple[dict, dict, solver.Bodies, solver.Splits, Contacts]:
+    """Copies of world tables ``body`` and ``contact``, and the solver's structs over the copies, for
+    tests that call the solver's functions directly (the simulation itself is left alone)."""
+    body = {name: wp.clone(col) for name, col in sim.tables["body"].items()}
+    contact = {name: wp.clone(col) for name, col in sim.tables["contact"].items()}
+    bodies = solver.Bodies()
+    for field in ("alive", "mass", "inv_inertia", "response", "locked_by", "friction", "restitution"):
+        setattr(bodies, field, body[field])
+    for field in ("position", "rotation", "prev_position", "prev_rotation", "linear_velocity", "angular_velocity"):
+        setattr(bodies, field, body[field])
+    splits = solver.Splits()
+    splits.count, splits.move, splits.turn = body["split_count"], body["split_move"], body["split_turn"]
+    c = Contacts()
+    for field in ("body_a", "body_b", "normal", "offset_a", "offset_b", "depth"):
+        setattr(c, field, contact[f"contact_{field}"])
+    c.count = wp.zeros(1, dtype=wp.int32, device=body["alive"].device)
+    c.overflow = wp.zeros(1, dtype=wp.int32, device=body["alive"].device)
+    return body, contact, bodies, splits, c

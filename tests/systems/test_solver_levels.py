@@ -77,16 +77,8 @@ def pressed_row(device: str):
 
 def solve(sim, starts: list[int], count: int, *, jacobi: bool) -> dict[str, np.ndarray]:
     """The level solved from copies of the tables, its manifolds taken in the order of ``starts``."""
-    body = {name: wp.clone(col) for name, col in sim.tables["body"].items()}
-    contact = {name: wp.clone(col) for name, col in sim.tables["contact"].items()}
+    body, contact, bodies, splits, c = scene.solver_views(sim)
     device = body["alive"].device
-    bodies = solver.Bodies()
-    for field in ("alive", "mass", "inv_inertia", "response", "locked_by", "friction", "restitution"):
-        setattr(bodies, field, body[field])
-    for field in ("position", "rotation", "prev_position", "prev_rotation", "linear_velocity", "angular_velocity"):
-        setattr(bodies, field, body[field])
-    splits = solver.Splits()
-    splits.count, splits.move, splits.turn = body["split_count"], body["split_move"], body["split_turn"]
     poses = Poses()
     poses.shape, poses.size, poses.position, poses.rotation = (
         body["shape"],
@@ -94,11 +86,6 @@ def solve(sim, starts: list[int], count: int, *, jacobi: bool) -> dict[str, np.n
         body["position"],
         body["rotation"],
     )
-    c = Contacts()
-    for field in ("body_a", "body_b", "normal", "offset_a", "offset_b", "depth"):
-        setattr(c, field, contact[f"contact_{field}"])
-    c.count = wp.zeros(1, dtype=wp.int32, device=device)
-    c.overflow = wp.zeros(1, dtype=wp.int32, device=device)
     impulse = wp.zeros_like(contact["contact_impulse"])
     friction = wp.zeros_like(contact["contact_friction"])
     order = wp.array([starts], dtype=wp.int32, device=device)

@@ -75,22 +75,9 @@ def run(sim, shift: np.ndarray, last_impulse: np.ndarray, last_friction: np.ndar
     """Warm-starts the world's contacts from a substep before whose anchors were ``shift`` [m] away
     (per contact, on both bodies) and whose impulses are given. Returns the impulses, friction,
     positions and rotations after, and the inputs the reference needs."""
-    body = {name: wp.clone(col) for name, col in sim.tables["body"].items()}
-    contact = {name: wp.clone(col) for name, col in sim.tables["contact"].items()}
+    body, contact, bodies, splits, c = scene.solver_views(sim)
     device = body["alive"].device
     count = int(contact["alive"].numpy()[0].sum())
-    bodies = solver.Bodies()
-    for field in ("alive", "mass", "inv_inertia", "response", "locked_by", "friction", "restitution"):
-        setattr(bodies, field, body[field])
-    for field in ("position", "rotation", "prev_position", "prev_rotation", "linear_velocity", "angular_velocity"):
-        setattr(bodies, field, body[field])
-    splits = solver.Splits()
-    splits.count, splits.move, splits.turn = body["split_count"], body["split_move"], body["split_turn"]
-    c = Contacts()
-    for field in ("body_a", "body_b", "normal", "offset_a", "offset_b", "depth"):
-        setattr(c, field, contact[f"contact_{field}"])
-    c.count = wp.zeros(1, dtype=wp.int32, device=device)
-    c.overflow = wp.zeros(1, dtype=wp.int32, device=device)
     # The substep before: the same pairs and points, moved by ``shift``, listed in either order.
     rows = np.arange(count)[::-1] if reverse_last else np.arange(count)
     cap = contact["alive"].shape[1]
