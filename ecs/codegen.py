@@ -109,8 +109,9 @@ def _type_name(t: Any) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in f"{base}{shape}{scalar}")
 
 
-def is_built(module: Any, device: str) -> bool:
-    """Whether loading ``module`` on ``device`` needs no compile: loaded already, or in Warp's kernel cache.
+def is_built(module: Any, device: str, block_dim: int | None = None) -> bool:
+    """Whether loading ``module`` on ``device`` (for launches of ``block_dim`` lanes; None: Warp's default) needs no
+    compile: loaded already, or in Warp's kernel cache.
 
     Reads Warp's cache layout (``<kernel_cache_dir>/<module identifier>/<output name>``); if that
     layout cannot be read, answers False, which only shows a progress bar that was not needed.
@@ -121,18 +122,21 @@ def is_built(module: Any, device: str) -> bool:
         from warp._src.context import _resolve_launch_block_dim
 
         dev = wp.get_device(device)
-        if any(ctx == dev.context for ctx, _ in module.execs):
+        if block_dim is None:
+            # What wp.load_module picks: a plain launch's block size on CPU, the module's on CUDA.
+            block_dim = None if dev.is_cpu else module.options["block_dim"]
+        block_dim = _resolve_launch_block_dim(dev, block_dim)
+        if (dev.context, block_dim) in module.execs:
             return True
-        # What wp.load_module picks: a plain launch's block size on CPU, the module's on CUDA.
-        block_dim = _resolve_launch_block_dim(dev, None if dev.is_cpu else module.options["block_dim"])
         folder = os.path.join(wp.config.kernel_cache_dir, module.get_module_identifier(block_dim))
         return os.path.exists(os.path.join(folder, module._get_compile_output_name(dev, block_dim=block_dim)))
     except Exception:
         return False
 
 
-def load_modules(modules: list[Any], device: str) -> None:
-    """Loads (compiling where needed) ``modules`` on ``device``, with a progress bar on stderr when some compile.
+def load_modules(modules: list[tuple[Any, int | None]], device: str) -> None:
+    """Loads (compiling where needed) ``modules`` on ``device``, each for launches of the block size beside it (None:
+    Warp's default), with a progress bar on stderr when some compile.
 
     Nothing is shown when every module is cached. ``TQDM_DISABLE=1`` in the environment hides the bar.
     """
@@ -140,16 +144,16 @@ def load_modules(modules: list[Any], device: str) -> None:
 
     from tqdm import tqdm
 
-    todo = [m for m in modules if not is_built(m, device)]
+    todo = [(m, b) for m, b in modules if not is_built(m, device, b)]
     bar = None
     if todo:
         bar = tqdm(total=len(todo), desc=f"compiling kernels for {device}", unit="module", file=sys.stderr, leave=False)
     try:
-        for module in modules:
-            if bar is not None and module in todo:
+        for module, block_dim in modules:
+            if bar is not None and (module, block_dim) in todo:
                 bar.set_postfix_str(module.name, refresh=True)
-            wp.load_module(module, device=device)
-            if bar is not None and module in todo:
+            wp.load_module(module, device=device, block_dim=block_dim)
+            if bar is not None and (module, block_dim) in todo:
                 bar.update(1)
     finally:
         if bar is not None:

@@ -53,6 +53,7 @@ class Launch:
     kernel: wp.Kernel
     dim: Any
     inputs: list[Any]
+    block_dim: int | None = None  # lanes per block of a tiled launch (the last axis of dim); None: Warp's default
 
 
 class Recorder:
@@ -116,7 +117,22 @@ class Recorder:
             dim = (self.num_worlds, self.storage.capacity(task.archetype))
         else:
             dim = task.dim(self.dim_context)
-        return Launch(task.name, task.phase, task.kernel, dim, inputs)
+        lanes = task.system.block_dim
+        if lanes is not None:
+            # A CPU launch runs a block's lanes side by side only where Warp is told to; else one lane each.
+            if wp.get_device(self.device).is_cpu and not wp.config.enable_cpu_blocks:
+                lanes = 1
+            dim = (*(dim if isinstance(dim, tuple) else (dim,)), lanes)
+        return Launch(task.name, task.phase, task.kernel, dim, inputs, lanes)
+
+    def module_variants(self) -> list[tuple[Any, int | None]]:
+        """The modules of ``kernels()``, each with the block size its launches use (None: Warp's default)."""
+        tiled = {id(launch.kernel): launch.block_dim for launch in self.launches.values() if launch.block_dim}
+        variants = {}
+        for kernel in self.kernels():
+            block_dim = tiled.get(id(kernel))
+            variants[(id(kernel.module), block_dim)] = (kernel.module, block_dim)
+        return list(variants.values())
 
     def kernels(self) -> list[wp.Kernel]:
         """Every kernel this recorder may launch (loaded before the first capture)."""
@@ -134,7 +150,7 @@ class Recorder:
 
     def launch(self, launch: Launch) -> None:
         """Launches one kernel; instrumented recorders override this."""
-        wp.launch(launch.kernel, dim=launch.dim, inputs=launch.inputs, device=self.device)
+        wp.launch(launch.kernel, dim=launch.dim, inputs=launch.inputs, device=self.device, block_dim=launch.block_dim)
 
     def engine(self, name: str, kernel: wp.Kernel, dim: Any, inputs: list[Any]) -> None:
         self.launch(Launch(name, Phase.NONE, kernel, dim, inputs))
@@ -271,7 +287,7 @@ class FusedRecorder(Recorder):
 
 
 class SplitRecorder(Recorder):
-    """CPU: launches world-local raw kernels on chunks of worlds, one thread each, eagerly.
+    """CPU: launches world-local raw kernels on chunks of worlds, one thread each, eagerly (tiled ones whole).
 
     A chunk gets the arrays of its worlds (slices along the world axis) and overflow counters of
     its own, merged into the simulation's after every launch with its worlds made global again.
@@ -298,7 +314,9 @@ class SplitRecorder(Recorder):
         self._split: dict[int, list] = {}
         for task in self.graph.tasks:
             launch = self.launches[id(task)]
-            if task.system.world_local:
+            # Tiled kernels run whole: Warp's CPU tile storage is found through one static pointer on x86-64
+            # (native/tile.h: "Ideally this would be thread_local"), so two threads must not run them at once.
+            if task.system.world_local and task.system.block_dim is None:
                 split = self._split_launch(task, launch)
                 if split is not None:
                     self._split[id(launch)] = split

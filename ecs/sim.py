@@ -162,8 +162,7 @@ class BatchSim:
         self._params_t = self._views.params
         self._last_k = 1
         self._validated = ("step()", 0)  # the call whose actions the last validation read
-        modules = {id(k.module): k.module for k in recorder.kernels()}
-        load_modules(list(modules.values()), self.device)
+        load_modules(recorder.module_variants(), self.device)
         self.executor: Executor = _choose_executor(recorder, capture, chunks, cpu_threads)
         self.reset()
 

@@ -229,6 +229,11 @@ class System:
             through ``per_world``), its world index serving only to index them. On CPU the engine
             may then run it on chunks of worlds, one thread each (``cpu_threads``), as it runs
             fused steps. Functions are world-local by contract; the flag is for raw kernels.
+        block_dim: launch a raw kernel tiled (``wp.launch_tiled``): a block of ``block_dim`` lanes per index
+            of ``dim``, ``wp.tid()`` giving the lane last, ``wp.block_dim()`` the lanes of the block. On CUDA
+            always; on CPU only where ``wp.config.enable_cpu_blocks`` is set when the simulation is built
+            (Warp then runs the lanes as cooperative fibers), else with one lane per block, so such a
+            kernel strides its loops by ``wp.block_dim()``.
     """
 
     def __init__(
@@ -239,6 +244,7 @@ class System:
         name: str | None = None,
         dim: str | Callable[[Any], int | tuple[int, ...]] | None = None,
         world_local: bool = False,
+        block_dim: int | None = None,
     ) -> None:
         if isinstance(fn, wp.Kernel):
             self.is_func = False
@@ -258,11 +264,18 @@ class System:
             raise GraphError(f"system {fn.key!r}: world_local must be True or False, got {world_local!r}")
         if self.is_func and world_local:
             raise GraphError(f"system {fn.key!r}: a @wp.func system is world-local by contract; drop world_local=")
+        if block_dim is not None and (
+            self.is_func or isinstance(block_dim, bool) or not isinstance(block_dim, int) or not 1 <= block_dim <= 1024
+        ):
+            raise GraphError(
+                f"system {fn.key!r}: block_dim must be an int in [1, 1024] on a raw kernel, got {block_dim!r}"
+            )
         self.fn = fn
         self.phase = phase
         self.name = name or fn.key
         self.dim = dim
         self.world_local = bool(world_local)
+        self.block_dim = block_dim
         self.accesses = [parse_param(p, t) for p, t in self.param_types.items()]
 
     @property

@@ -292,3 +292,43 @@ def test_the_step_program_orders_the_phases():
     assert list(program.phases_of(program.RESET)) == [Phase.RESET, Phase.SENSE, Phase.OBSERVE]
     every = set(program.phases_of(program.STEP)) | set(program.phases_of(program.RESET))
     assert every == {p for p in Phase if p != Phase.NONE}
+
+
+@ecs.component
+class LaneMark:
+    """Test column: how many lanes the block of its world had, summed over the steps, at the row of each lane."""
+
+    value: wp.int32
+
+
+@wp.kernel
+def mark_lanes(lane_mark_out: wp.array2d[wp.int32]):
+    world, lane = wp.tid()
+    lane_mark_out[world, lane] = lane_mark_out[world, lane] + wp.block_dim()
+
+
+@pytest.mark.parametrize("cpu_blocks", [False, True])
+def test_a_tiled_system_gets_a_block_of_lanes_per_world(cpu_blocks):
+    """``block_dim``: a block of lanes per world on every executor; on CPU as many lanes as asked only with
+    Warp's cooperative CPU blocks, else one, and the launch is never split among threads."""
+    env = ecs.EnvSpec(
+        name="tiled_lanes",
+        config=None,
+        archetypes=[ecs.Archetype("cell", (LaneMark,), capacity=4)],
+        systems=[ecs.System(mark_lanes, Phase.PHYSICS, dim="world", world_local=True, block_dim=4)],
+    )
+    before = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = cpu_blocks
+    try:
+        for label in ("eager", "captured", "split-threads"):
+            sim = ecs.BatchSim(env, 5, device="cpu", **EXECUTORS[label])
+            # Not split among threads: Warp's CPU tile storage is not per thread.
+            assert not isinstance(sim.executor.recorder, SplitRecorder)
+            for _ in range(3):
+                sim.step()
+            lanes = 4 if cpu_blocks else 1
+            want = np.zeros((5, 4), np.int32)
+            want[:, :lanes] = 3 * lanes
+            np.testing.assert_array_equal(sim.tensor("cell", "lane_mark").numpy(), want, err_msg=label)
+    finally:
+        wp.config.enable_cpu_blocks = before

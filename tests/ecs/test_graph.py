@@ -568,6 +568,11 @@ def test_error_bad_system_declarations():
         ecs.System(ro_position, P, world_local="yes")
     with pytest.raises(ecs.GraphError, match=r"world-local by contract; drop world_local="):
         ecs.System(integrate_position, P, world_local=True)
+    for bad in (0, 2048, 4.0, True):
+        with pytest.raises(ecs.GraphError, match=r"block_dim must be an int in \[1, 1024\] on a raw kernel"):
+            ecs.System(ro_position, P, block_dim=bad)
+    with pytest.raises(ecs.GraphError, match=r"block_dim must be an int in \[1, 1024\] on a raw kernel"):
+        ecs.System(integrate_position, P, block_dim=4)
     assert "systems must be ecs.System" in graph_error(ro_position)
     # dim="entity" without a query needs exactly one named archetype for its capacity.
     assert "dim='entity' needs" in graph_error(ecs.System(read_singleton_wrong_ndim, P, dim="entity"))
