@@ -10,7 +10,7 @@ spec = ecs.EnvSpec(
     config=my_config,
     archetypes=[*physics.archetypes(cfg), my_agent_archetype],
     singletons=[*physics.singletons(), ...],
-    systems=[my_act_systems..., *physics.systems(), my_sense_systems...],
+    systems=[my_act_systems..., *physics.systems(cfg), my_sense_systems...],
     resources=physics.resources(cfg),
 )
 ```
@@ -18,8 +18,9 @@ spec = ecs.EnvSpec(
 The archetypes are ``body`` (every physical thing of a world, ``max_bodies`` rows), ``pair``
 (broadphase candidates), ``contact`` (the contact table, ``max_contacts`` rows) and ``joint``
 (fixed joints, ``max_joints`` rows). The systems are ``find_pairs`` (PHYSICS phase) and
-``step_bodies`` (COLLIDE phase): they sit in two phases because the solver reads the pairs that
-the broadphase computes from the poses that the solver then changes. Env systems that set forces
+``step_bodies`` (COLLIDE phase; ``step_bodies_block``, a block of lanes per world with the same
+results, where ``solver_layout`` is "block"): they sit in two phases because the solver reads the
+pairs that the broadphase computes from the poses that the solver then changes. Env systems that set forces
 belong in ACT; systems that react to the new poses go after them (COLLIDE, registered later, or
 a later phase).
 
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,9 @@ from .geometry import ShapeType, inverse_inertia
 from .rigid_body import BODY_COMPONENTS, JOINT_COMPONENTS, Response
 
 wp.set_module_options({"enable_backward": False})
+
+# The solver's kernel per PhysicsConfig.solver_layout (the same result bit for bit; which is faster is measured).
+SOLVER_LAYOUTS = {"world": solver.step_bodies, "block": solver.step_bodies_block}
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ class PhysicsConfig:
     max_pairs: int = 256  # broadphase candidate pairs per world
     max_contacts: int = 256  # contacts per world
     max_joints: int = 4  # fixed joints per world
+    # "world": step_bodies, a thread per world; "block": step_bodies_block, solver.SOLVER_LANES lanes per world
+    solver_layout: str = "world"
 
     def __post_init__(self) -> None:
         for name in ("physics_dt",):
@@ -85,6 +91,8 @@ class PhysicsConfig:
                 f"broadphase must be {int(collision.Broadphase.ALL_PAIRS)} (all pairs) or "
                 f"{int(collision.Broadphase.SORT_SWEEP)} (sort and sweep), got {self.broadphase!r}"
             )
+        if self.solver_layout not in SOLVER_LAYOUTS:
+            raise ecs.ConfigError(f"solver_layout must be one of {list(SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
 
 
 def body_components() -> tuple[ecs.Component, ...]:
@@ -112,12 +120,32 @@ def singletons() -> list[ecs.Component]:
     return [collision.PairCount, collision.ContactCount]
 
 
-def systems() -> list[ecs.System]:
-    """``find_pairs`` (PHYSICS) and ``step_bodies`` (COLLIDE), one thread per world each."""
+def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
+    """``find_pairs`` (PHYSICS, a thread per world) and the solver (COLLIDE) in ``cfg.solver_layout``."""
     return [
         ecs.System(collision.find_pairs, ecs.Phase.PHYSICS, dim="world", world_local=True),
-        ecs.System(solver.step_bodies, ecs.Phase.COLLIDE, dim="world", world_local=True),
+        solver_system((cfg or PhysicsConfig()).solver_layout),
     ]
+
+
+def solver_system(layout: str) -> ecs.System:
+    """The solver's system: ``step_bodies`` for layout "world", ``step_bodies_block`` (``solver.SOLVER_LANES``
+    lanes per world, a tiled launch) for "block"."""
+    if layout not in SOLVER_LAYOUTS:
+        raise ecs.ConfigError(f"solver layout must be one of {list(SOLVER_LAYOUTS)}, got {layout!r}")
+    lanes = solver.SOLVER_LANES if layout == "block" else None
+    return ecs.System(SOLVER_LAYOUTS[layout], ecs.Phase.COLLIDE, dim="world", world_local=True, block_dim=lanes)
+
+
+def with_solver(spec: ecs.EnvSpec, *, layout: str) -> ecs.EnvSpec:
+    """``spec`` with its solver's kernel swapped for the one of ``layout`` (see ``PhysicsConfig.solver_layout``):
+    to time the layouts against each other, or to check one against the other, in an env that builds its own
+    ``PhysicsConfig``."""
+    kernels = set(SOLVER_LAYOUTS.values())
+    if not any(getattr(s, "fn", None) in kernels for s in spec.systems):
+        raise ecs.ConfigError(f"env {spec.name!r} has no solver system to lay out")
+    new = solver_system(layout)
+    return replace(spec, systems=[new if getattr(s, "fn", None) in kernels else s for s in spec.systems])
 
 
 def resources(cfg: PhysicsConfig) -> dict[str, Any]:
@@ -146,7 +174,7 @@ def scene_env(cfg: PhysicsConfig, *, name: str = "physics_scene") -> ecs.EnvSpec
         config=SceneConfig(),
         archetypes=archetypes(cfg),
         singletons=singletons(),
-        systems=systems(),
+        systems=systems(cfg),
         resources=resources(cfg),
     )
 

@@ -1,5 +1,5 @@
 """The XPBD rigid-body solver (Mueller et al. 2020, "Detailed Rigid Body Simulation with Extended
-Position Based Dynamics"), one thread per world, ``physics_substeps`` substeps per step.
+Position Based Dynamics"), one thread or one block of lanes per world, ``physics_substeps`` substeps per step.
 
 Each substep of length ``h = physics_dt / physics_substeps``:
 
@@ -52,6 +52,21 @@ Each substep of length ``h = physics_dt / physics_substeps``:
 
 Per substep and contact point the friction impulse is in ``contact_friction``, the normal one in
 ``contact_impulse``.
+
+Two kernels run this solver, with the same result bit for bit (``PhysicsConfig.solver_layout``):
+``step_bodies``, one thread per world, and ``step_bodies_block``, a block of ``SOLVER_LANES`` lanes per
+world (a tiled launch). The order of the solve is what lets the lanes share the work without changing
+it: within a level, either no body is moved by two manifolds (each manifold is solved on a lane of its
+own: hide-and-seek's floor contacts are one such level) or the level is solved by Jacobi steps (each
+manifold's corrections on its own lane, from the same poses); the warm start finds every manifold's
+impulses on its own. The lanes also keep and prepare contact rows, integrate bodies and update velocities
+side by side, and meet at a block barrier between the stages and after every level. Lane 0 alone runs
+what depends on order: the narrowphase (which appends contact rows), ``order_manifolds``, the joints,
+the sums of the Jacobi and warm-start corrections (in the manifolds' order, from the ``ContactMoveA``
+... columns) and the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU
+blocks (``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world.
+Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
+block keeps a world's latency down where few worlds run; a thread per world fills a GPU with worlds.
 """
 
 from __future__ import annotations
@@ -199,6 +214,38 @@ class ContactLastFriction:
     value: wp.vec3
 
 
+@ecs.component
+class ContactMoveA:
+    """Solver scratch: the translation [m], world frame, that the manifold starting at this row gives body A
+    in a Jacobi step of its level or in the warm start, kept until the moves of every manifold are summed
+    in their order (so that the lanes of ``step_bodies_block`` can find them side by side)."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class ContactTurnA:
+    """Solver scratch: the rotation vector [rad], world frame, that the manifold starting at this row gives
+    body A (see ``ContactMoveA``)."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class ContactMoveB:
+    """Solver scratch: the translation [m] that the manifold starting at this row gives body B (see ``ContactMoveA``)."""
+
+    value: wp.vec3
+
+
+@ecs.component
+class ContactTurnB:
+    """Solver scratch: the rotation vector [rad] that the manifold starting at this row gives body B (see
+    ``ContactMoveA``)."""
+
+    value: wp.vec3
+
+
 CONTACT_SCRATCH_COMPONENTS = (
     ContactLastBodyA,
     ContactLastBodyB,
@@ -206,16 +253,26 @@ CONTACT_SCRATCH_COMPONENTS = (
     ContactLastOffsetB,
     ContactLastImpulse,
     ContactLastFriction,
+    ContactMoveA,
+    ContactTurnA,
+    ContactMoveB,
+    ContactTurnB,
 )
 
 
 @wp.struct
 class Splits:
-    """The body table's solver scratch (``SCRATCH_COMPONENTS``)."""
+    """The solver's scratch for moves that are summed before they are applied: per body
+    (``SCRATCH_COMPONENTS``) the split count and the sums, per manifold (at its first contact row,
+    ``ContactMoveA`` ...) the move it gives each of its bodies."""
 
     count: wp.array2d[wp.int32]
     move: wp.array2d[wp.vec3]
     turn: wp.array2d[wp.vec3]
+    move_a: wp.array2d[wp.vec3]
+    turn_a: wp.array2d[wp.vec3]
+    move_b: wp.array2d[wp.vec3]
+    turn_b: wp.array2d[wp.vec3]
 
 
 @wp.func
@@ -582,6 +639,108 @@ def move_body(bodies: Bodies, world: int, i: int, dx: wp.vec3, dq: wp.vec3):
 
 
 @wp.func
+def clear_splits(splits: Splits, world: int, nb: int):
+    for i in range(nb):
+        splits.count[world, i] = 0
+        splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
+        splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
+
+
+@wp.func
+def count_level_splits(
+    bodies: Bodies,
+    splits: Splits,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    world: int,
+    first: int,
+    last: int,
+    up: wp.vec3,
+):
+    """Clears the body scratch and counts, per body, the manifolds of ``order[first:last]`` that move it (its split count)."""
+    clear_splits(splits, world, bodies.alive.shape[1])
+    for m in range(first, last):
+        k = order[world, m]
+        ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
+        if ima > 0.0:
+            splits.count[world, c.body_a[world, k]] += 1
+        if imb > 0.0:
+            splits.count[world, c.body_b[world, k]] += 1
+
+
+@wp.func
+def level_steps(up: wp.vec3) -> int:
+    """Jacobi steps over a level that shares a body: ``LEVEL_STEPS`` in the last pass (``up`` non-zero), one before."""
+    return wp.where(wp.length_sq(up) > 0.0, LEVEL_STEPS, 1)
+
+
+@wp.func
+def level_corrections(
+    bodies: Bodies,
+    splits: Splits,
+    poses: Poses,
+    c: Contacts,
+    impulse: wp.array2d[wp.float32],
+    friction: wp.array2d[wp.vec3],
+    order: wp.array2d[wp.int32],
+    world: int,
+    first: int,
+    last: int,
+    count: int,
+    up: wp.vec3,
+    lane: int,
+    lanes: int,
+):
+    """One Jacobi step's corrections of the manifolds ``order[first + lane : last : lanes]``, each from the present
+    poses with its bodies' masses split (``solve_level``), kept at the manifold's first row, not applied."""
+    for m in range(first + lane, last, lanes):
+        k = order[world, m]
+        a = c.body_a[world, k]
+        b = c.body_b[world, k]
+        dxa, dqa, dxb, dqb = manifold_corrections(
+            bodies,
+            c,
+            impulse,
+            friction,
+            world,
+            k,
+            manifold_end(c, world, k, count),
+            up,
+            round_radius(poses, world, a),
+            round_radius(poses, world, b),
+            float(wp.max(splits.count[world, a], 1)),
+            float(wp.max(splits.count[world, b], 1)),
+        )
+        splits.move_a[world, k] = dxa
+        splits.turn_a[world, k] = dqa
+        splits.move_b[world, k] = dxb
+        splits.turn_b[world, k] = dqb
+
+
+@wp.func
+def apply_level(
+    bodies: Bodies, splits: Splits, c: Contacts, order: wp.array2d[wp.int32], world: int, first: int, last: int
+):
+    """Moves each body of the level by the mean of the corrections its manifolds found (``level_corrections``),
+    summed in the level's order."""
+    for m in range(first, last):
+        k = order[world, m]
+        a = c.body_a[world, k]
+        b = c.body_b[world, k]
+        # A body that the manifold does not move got zero corrections.
+        splits.move[world, a] = splits.move[world, a] + splits.move_a[world, k]
+        splits.turn[world, a] = splits.turn[world, a] + splits.turn_a[world, k]
+        splits.move[world, b] = splits.move[world, b] + splits.move_b[world, k]
+        splits.turn[world, b] = splits.turn[world, b] + splits.turn_b[world, k]
+    for i in range(bodies.alive.shape[1]):
+        parts = splits.count[world, i]
+        if parts > 0:
+            move_body(bodies, world, i, splits.move[world, i] / float(parts), splits.turn[world, i] / float(parts))
+            splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
+            splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
+
+
+@wp.func
 def solve_level(
     bodies: Bodies,
     splits: Splits,
@@ -605,50 +764,13 @@ def solve_level(
     mass and inverse inertia times that count. The parts' motions are then averaged: each body
     moves by the mean of what its manifolds give it, so it takes the sum of their impulses at its
     own mass. The order of the manifolds does not change the result (but for the rounding of sums
-    of three or more corrections), and each manifold of a step could run on its own thread.
+    of three or more corrections), and each manifold of a step runs on its own lane in
+    ``step_bodies_block``, which calls the three parts with a barrier between them; here they run on one thread.
     """
-    nb = bodies.alive.shape[1]
-    for i in range(nb):
-        splits.count[world, i] = 0
-        splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
-        splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
-    for m in range(first, last):
-        k = order[world, m]
-        ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
-        if ima > 0.0:
-            splits.count[world, c.body_a[world, k]] += 1
-        if imb > 0.0:
-            splits.count[world, c.body_b[world, k]] += 1
-    for _step in range(wp.where(wp.length_sq(up) > 0.0, LEVEL_STEPS, 1)):
-        for m in range(first, last):
-            k = order[world, m]
-            a = c.body_a[world, k]
-            b = c.body_b[world, k]
-            dxa, dqa, dxb, dqb = manifold_corrections(
-                bodies,
-                c,
-                impulse,
-                friction,
-                world,
-                k,
-                manifold_end(c, world, k, count),
-                up,
-                round_radius(poses, world, a),
-                round_radius(poses, world, b),
-                float(wp.max(splits.count[world, a], 1)),
-                float(wp.max(splits.count[world, b], 1)),
-            )
-            # A body that the manifold does not move gets zero corrections.
-            splits.move[world, a] = splits.move[world, a] + dxa
-            splits.turn[world, a] = splits.turn[world, a] + dqa
-            splits.move[world, b] = splits.move[world, b] + dxb
-            splits.turn[world, b] = splits.turn[world, b] + dqb
-        for i in range(nb):
-            parts = splits.count[world, i]
-            if parts > 0:
-                move_body(bodies, world, i, splits.move[world, i] / float(parts), splits.turn[world, i] / float(parts))
-                splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
-                splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
+    count_level_splits(bodies, splits, c, order, world, first, last, up)
+    for _step in range(level_steps(up)):
+        level_corrections(bodies, splits, poses, c, impulse, friction, order, world, first, last, count, up, 0, 1)
+        apply_level(bodies, splits, c, order, world, first, last)
 
 
 @wp.func
@@ -990,6 +1112,10 @@ SolverContacts = ecs.bundle(
         ("contact_last_offset_b", wp.vec3),
         ("contact_last_impulse", wp.float32),
         ("contact_last_friction", wp.vec3),
+        ("contact_move_a", wp.vec3),
+        ("contact_turn_a", wp.vec3),
+        ("contact_move_b", wp.vec3),
+        ("contact_turn_b", wp.vec3),
     ],
 )
 
@@ -1007,26 +1133,31 @@ class LastContacts:
 
 
 @wp.func
-def keep_contacts(
+def keep_contact(
     c: Contacts,
     last: LastContacts,
     impulse: wp.array2d[wp.float32],
     friction: wp.array2d[wp.vec3],
     world: int,
-    count: int,
+    k: int,
 ):
-    """Copies the world's ``count`` contacts and their impulses into ``last`` before the narrowphase overwrites them."""
-    for k in range(count):
-        last.body_a[world, k] = c.body_a[world, k]
-        last.body_b[world, k] = c.body_b[world, k]
-        last.offset_a[world, k] = c.offset_a[world, k]
-        last.offset_b[world, k] = c.offset_b[world, k]
-        last.impulse[world, k] = impulse[world, k]
-        last.friction[world, k] = friction[world, k]
+    """Copies contact row ``k`` and its impulses into ``last`` before the narrowphase overwrites them."""
+    last.body_a[world, k] = c.body_a[world, k]
+    last.body_b[world, k] = c.body_b[world, k]
+    last.offset_a[world, k] = c.offset_a[world, k]
+    last.offset_b[world, k] = c.offset_b[world, k]
+    last.impulse[world, k] = impulse[world, k]
+    last.friction[world, k] = friction[world, k]
 
 
 @wp.func
-def warm_start(
+def warmed_point(impulse: wp.array2d[wp.float32], friction: wp.array2d[wp.vec3], world: int, k: int) -> bool:
+    """Whether contact row ``k`` starts with an impulse (``warm_corrections``)."""
+    return impulse[world, k] > 0.0 or wp.length_sq(friction[world, k]) > 0.0
+
+
+@wp.func
+def warm_corrections(
     bodies: Bodies,
     splits: Splits,
     c: Contacts,
@@ -1039,27 +1170,15 @@ def warm_start(
     count: int,
     manifolds: int,
     last_count: int,
+    lane: int,
+    lanes: int,
 ):
-    """Starts each contact from the impulses its point had in the substep before, and applies them.
-
-    A point of the new manifold of a pair takes the normal and friction impulses of the nearest point
-    of the pair's manifold in the substep before, when the anchors of the two lie within
-    ``WARM_RADIUS`` of each other on either body; others start from zero. The impulses are applied to
-    the bodies as the solve would (equal and opposite, at the anchors), each body moved by the sum of
-    what its manifolds give it, so the order of the manifolds does not matter. A body at rest then
-    starts the solve where the substep before left it, and the sweeps stop after one or two instead
-    of converging from nothing every substep; where the contacts changed, the sweeps take back what
-    no longer holds (accumulated impulses go down to zero).
-    """
-    nb = bodies.alive.shape[1]
-    for i in range(nb):
-        splits.count[world, i] = 0
-        splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
-        splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
+    """The warm start of the manifolds ``order[lane::lanes]``: their points' impulses from the substep before,
+    and the move those give each body, kept at the manifold's first row (``warm_start``), not applied."""
     first = wp.int32(0)
     while first < manifolds:
         level_end, cold = next_level(bodies, c, order, height, world, first, manifolds)
-        for m in range(first, level_end):
+        for m in range(first + (lane - first % lanes + lanes) % lanes, level_end, lanes):
             k = order[world, m]
             e = manifold_end(c, world, k, count)
             a = c.body_a[world, k]
@@ -1088,7 +1207,6 @@ def warm_start(
             dqa = wp.vec3(0.0, 0.0, 0.0)
             dxb = wp.vec3(0.0, 0.0, 0.0)
             dqb = wp.vec3(0.0, 0.0, 0.0)
-            warmed = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
             for i in range(k, e):
                 lam = wp.float32(0.0)
                 f = wp.vec3(0.0, 0.0, 0.0)
@@ -1104,8 +1222,7 @@ def warm_start(
                         f = last.friction[world, p]
                 impulse[world, i] = lam
                 friction[world, i] = f
-                if lam > 0.0 or wp.length_sq(f) > 0.0:
-                    warmed = True
+                if warmed_point(impulse, friction, world, i):
                     # lam n + f acts on B at its anchor, the opposite on A.
                     total = c.normal[world, i] * lam + f
                     ra = wp.quat_rotate(qa, c.offset_a[world, i])
@@ -1115,16 +1232,47 @@ def warm_start(
                     dqa -= world_inv_inertia_apply(qa, bodies.inv_inertia[world, a], wp.cross(ra, total))
                     dxb += total * imb
                     dqb += world_inv_inertia_apply(qb, bodies.inv_inertia[world, b], wp.cross(rb, total))
-            if warmed:
-                if ima > 0.0:
-                    splits.count[world, a] += 1
-                    splits.move[world, a] = splits.move[world, a] + dxa
-                    splits.turn[world, a] = splits.turn[world, a] + dqa
-                if imb > 0.0:
-                    splits.count[world, b] += 1
-                    splits.move[world, b] = splits.move[world, b] + dxb
-                    splits.turn[world, b] = splits.turn[world, b] + dqb
+            splits.move_a[world, k] = dxa
+            splits.turn_a[world, k] = dqa
+            splits.move_b[world, k] = dxb
+            splits.turn_b[world, k] = dqb
         first = level_end
+
+
+@wp.func
+def apply_warm(
+    bodies: Bodies,
+    splits: Splits,
+    c: Contacts,
+    impulse: wp.array2d[wp.float32],
+    friction: wp.array2d[wp.vec3],
+    order: wp.array2d[wp.int32],
+    world: int,
+    count: int,
+    manifolds: int,
+):
+    """Moves each body by the sum of what the warm start of its manifolds gives it (``warm_corrections``), summed
+    in the manifolds' order."""
+    nb = bodies.alive.shape[1]
+    clear_splits(splits, world, nb)
+    for m in range(manifolds):
+        k = order[world, m]
+        e = manifold_end(c, world, k, count)
+        warmed = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+        for i in range(k, e):
+            if warmed_point(impulse, friction, world, i):
+                warmed = True
+        if warmed:
+            a = c.body_a[world, k]
+            b = c.body_b[world, k]
+            if inv_mass_of(bodies, world, a) > 0.0:
+                splits.count[world, a] += 1
+                splits.move[world, a] = splits.move[world, a] + splits.move_a[world, k]
+                splits.turn[world, a] = splits.turn[world, a] + splits.turn_a[world, k]
+            if inv_mass_of(bodies, world, b) > 0.0:
+                splits.count[world, b] += 1
+                splits.move[world, b] = splits.move[world, b] + splits.move_b[world, k]
+                splits.turn[world, b] = splits.turn[world, b] + splits.turn_b[world, k]
     for i in range(nb):
         if splits.count[world, i] > 0:
             move_body(bodies, world, i, splits.move[world, i], splits.turn[world, i])
@@ -1133,221 +1281,338 @@ def warm_start(
             splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
 
 
-@wp.kernel
-def step_bodies(
-    # Resources:
-    physics_dt: float,
-    physics_substeps: int,
-    gravity: float,
-    linear_damping: float,
-    angular_damping: float,
-    contact_margin: float,
-    # Components in:
-    body_in: SolverBodies,
-    pair_in: SolverPairs,
-    world_pair_count_in: wp.array[wp.int32],
-    joint_in: GrabJoints,
-    # Components out:
-    body_out: SolverMotion,
-    contact_out: SolverContacts,
-    contact__overflow_out: wp.array[wp.int32],
-    world_contact_count_out: wp.array[wp.int32],
+@wp.func
+def warm_start(
+    bodies: Bodies,
+    splits: Splits,
+    c: Contacts,
+    last: LastContacts,
+    impulse: wp.array2d[wp.float32],
+    friction: wp.array2d[wp.vec3],
+    order: wp.array2d[wp.int32],
+    height: wp.array2d[wp.float32],
+    world: int,
+    count: int,
+    manifolds: int,
+    last_count: int,
 ):
-    """One physics step of every body of a world: substeps of integrate, collide, solve, update."""
-    world = wp.tid()
-    bodies = Bodies()
-    bodies.alive = body_in.alive
-    bodies.mass = body_in.mass
-    bodies.inv_inertia = body_in.inv_inertia
-    bodies.response = body_in.response
-    bodies.locked_by = body_in.locked_by
-    bodies.friction = body_in.friction
-    bodies.restitution = body_in.restitution
-    bodies.position = body_out.position
-    bodies.rotation = body_out.rotation
-    bodies.prev_position = body_out.prev_position
-    bodies.prev_rotation = body_out.prev_rotation
-    bodies.linear_velocity = body_out.linear_velocity
-    bodies.angular_velocity = body_out.angular_velocity
-    splits = Splits()
-    splits.count = body_out.split_count
-    splits.move = body_out.split_move
-    splits.turn = body_out.split_turn
-    poses = Poses()
-    poses.shape = body_in.shape
-    poses.size = body_in.size
-    poses.position = body_out.position
-    poses.rotation = body_out.rotation
-    c = Contacts()
-    c.body_a = contact_out.contact_body_a
-    c.body_b = contact_out.contact_body_b
-    c.normal = contact_out.contact_normal
-    c.offset_a = contact_out.contact_offset_a
-    c.offset_b = contact_out.contact_offset_b
-    c.depth = contact_out.contact_depth
-    c.count = world_contact_count_out
-    c.overflow = contact__overflow_out
-    before = LastContacts()
-    before.body_a = contact_out.contact_last_body_a
-    before.body_b = contact_out.contact_last_body_b
-    before.offset_a = contact_out.contact_last_offset_a
-    before.offset_b = contact_out.contact_last_offset_b
-    before.impulse = contact_out.contact_last_impulse
-    before.friction = contact_out.contact_last_friction
+    """Starts each contact from the impulses its point had in the substep before, and applies them.
 
-    nb = body_in.alive.shape[1]
-    h = physics_dt / float(physics_substeps)
-    for _sub in range(physics_substeps):
-        # Speculative contacts: the narrowphase runs at the poses the substep starts from, with a
-        # margin as wide as the pair can close during it, and the solve keeps the contact anchors
-        # from overlapping along those normals after the bodies moved. A body can then never be
-        # pushed out on the far side of a thin wall it crossed within one substep.
-        # Contacts of the step before are not kept: a world reset between steps may have moved its bodies anywhere.
-        last_count = wp.where(_sub == 0, 0, world_contact_count_out[world])
-        keep_contacts(c, before, contact_out.contact_impulse, contact_out.contact_friction, world, last_count)
-        world_contact_count_out[world] = 0
-        for k in range(world_pair_count_in[world]):
-            a = pair_in.pair_body_a[world, k]
-            b = pair_in.pair_body_b[world, k]
-            reach_a = substep_reach(bodies, poses, world, a, h, gravity, body_in.force[world, a])
-            reach_b = substep_reach(bodies, poses, world, b, h, gravity, body_in.force[world, b])
-            collide(c, poses, world, a, b, contact_margin + reach_a + reach_b)
-        for i in range(nb):
-            if body_in.alive[world, i] != 0:
-                integrate(
-                    bodies,
-                    world,
-                    i,
-                    h,
-                    gravity,
-                    linear_damping,
-                    angular_damping,
-                    body_in.force[world, i],
-                    body_in.torque[world, i],
-                    body_in.drag[world, i],
-                )
-        count = world_contact_count_out[world]
-        for k in range(count):
-            a = contact_out.contact_body_a[world, k]
-            b = contact_out.contact_body_b[world, k]
-            qa = body_out.rotation[world, a]
-            qb = body_out.rotation[world, b]
-            n = contact_out.contact_normal[world, k]
-            rot_a = wp.quat_to_matrix(qa)
-            rot_b = wp.quat_to_matrix(qb)
-            start_a = wp.quat_to_matrix(body_out.prev_rotation[world, a])
-            start_b = wp.quat_to_matrix(body_out.prev_rotation[world, b])
-            ra = facing_arm(
-                rot_a * contact_out.contact_offset_a[world, k], rot_a, start_a, n * round_radius(poses, world, a)
-            )
-            rb = facing_arm(
-                rot_b * contact_out.contact_offset_b[world, k], rot_b, start_b, -n * round_radius(poses, world, b)
-            )
-            v = point_velocity(bodies, world, a, ra) - point_velocity(bodies, world, b, rb)
-            contact_out.contact_normal_speed[world, k] = wp.dot(n, v)
-        manifolds = order_manifolds(
-            bodies, c, contact_out.contact_order, contact_out.contact_height, world, count, gravity
-        )
-        warm_start(
-            bodies,
-            splits,
-            c,
-            before,
-            contact_out.contact_impulse,
-            contact_out.contact_friction,
-            contact_out.contact_order,
-            contact_out.contact_height,
-            world,
-            count,
-            manifolds,
-            last_count,
-        )
-        for it in range(CONTACT_PASSES):
-            # Joints first in every pass, contacts after: a held body may lag its holder a little,
-            # but is never left driven into another body (whose push-back would become speed).
-            for j in range(joint_in.alive.shape[1]):
-                if joint_in.alive[world, j] != 0:
-                    solve_joint(
+    A point of the new manifold of a pair takes the normal and friction impulses of the nearest point
+    of the pair's manifold in the substep before, when the anchors of the two lie within
+    ``WARM_RADIUS`` of each other on either body; others start from zero. The impulses are applied to
+    the bodies as the solve would (equal and opposite, at the anchors), each body moved by the sum of
+    what its manifolds give it, so the order of the manifolds does not matter. A body at rest then
+    starts the solve where the substep before left it, and the sweeps stop after one or two instead
+    of converging from nothing every substep; where the contacts changed, the sweeps take back what
+    no longer holds (accumulated impulses go down to zero).
+    """
+    warm_corrections(
+        bodies, splits, c, last, impulse, friction, order, height, world, count, manifolds, last_count, 0, 1
+    )
+    apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
+
+
+# Lanes per world of step_bodies_block: one warp, which the widest level of hide-and-seek (its floor manifolds) fits.
+SOLVER_LANES = 32
+
+
+@wp.func
+def block_sync():
+    """Waits until every lane of the block gets here; what any lane wrote before, every lane then sees (a tile
+    broadcast: ``__syncthreads`` on CUDA, a barrier of the block's fibers on CPU)."""
+    wp.tile_from_thread(shape=(1,), value=0, thread_idx=0)
+
+
+@wp.func
+def block_share(value: int) -> int:
+    """Lane 0's ``value``, on every lane of the block, once every lane gets here."""
+    return wp.tile_from_thread(shape=(1,), value=value, thread_idx=0)[0]
+
+
+def _step_kernel(block: bool) -> wp.Kernel:
+    """``step_bodies`` (one thread per world) or, with ``block``, ``step_bodies_block`` (a block of lanes per
+    world), from one source. The block's lanes keep and prepare contact rows, integrate bodies, warm-start
+    manifolds, solve the manifolds of a level (each its own, or its Jacobi corrections) and update velocities
+    side by side, and meet at a block barrier between these stages and after every level; lane 0 alone runs
+    what depends on order: the narrowphase (which appends contact rows), ``order_manifolds``, the joints, the
+    sums of the Jacobi and warm-start moves (in the manifolds' order) and the velocity pass. Every body,
+    contact row and manifold gets the same arithmetic on the same values as on one thread, so both kernels
+    give the same result bit for bit."""
+
+    def step_bodies(
+        # Resources:
+        physics_dt: float,
+        physics_substeps: int,
+        gravity: float,
+        linear_damping: float,
+        angular_damping: float,
+        contact_margin: float,
+        # Components in:
+        body_in: SolverBodies,
+        pair_in: SolverPairs,
+        world_pair_count_in: wp.array[wp.int32],
+        joint_in: GrabJoints,
+        # Components out:
+        body_out: SolverMotion,
+        contact_out: SolverContacts,
+        contact__overflow_out: wp.array[wp.int32],
+        world_contact_count_out: wp.array[wp.int32],
+    ):
+        """One physics step of every body of a world: substeps of integrate, collide, solve, update."""
+        if wp.static(block):
+            world, lane = wp.tid()
+            lanes = wp.block_dim()
+        else:
+            world = wp.tid()
+            lane = 0
+            lanes = 1
+        bodies = Bodies()
+        bodies.alive = body_in.alive
+        bodies.mass = body_in.mass
+        bodies.inv_inertia = body_in.inv_inertia
+        bodies.response = body_in.response
+        bodies.locked_by = body_in.locked_by
+        bodies.friction = body_in.friction
+        bodies.restitution = body_in.restitution
+        bodies.position = body_out.position
+        bodies.rotation = body_out.rotation
+        bodies.prev_position = body_out.prev_position
+        bodies.prev_rotation = body_out.prev_rotation
+        bodies.linear_velocity = body_out.linear_velocity
+        bodies.angular_velocity = body_out.angular_velocity
+        splits = Splits()
+        splits.count = body_out.split_count
+        splits.move = body_out.split_move
+        splits.turn = body_out.split_turn
+        splits.move_a = contact_out.contact_move_a
+        splits.turn_a = contact_out.contact_turn_a
+        splits.move_b = contact_out.contact_move_b
+        splits.turn_b = contact_out.contact_turn_b
+        poses = Poses()
+        poses.shape = body_in.shape
+        poses.size = body_in.size
+        poses.position = body_out.position
+        poses.rotation = body_out.rotation
+        c = Contacts()
+        c.body_a = contact_out.contact_body_a
+        c.body_b = contact_out.contact_body_b
+        c.normal = contact_out.contact_normal
+        c.offset_a = contact_out.contact_offset_a
+        c.offset_b = contact_out.contact_offset_b
+        c.depth = contact_out.contact_depth
+        c.count = world_contact_count_out
+        c.overflow = contact__overflow_out
+        before = LastContacts()
+        before.body_a = contact_out.contact_last_body_a
+        before.body_b = contact_out.contact_last_body_b
+        before.offset_a = contact_out.contact_last_offset_a
+        before.offset_b = contact_out.contact_last_offset_b
+        before.impulse = contact_out.contact_last_impulse
+        before.friction = contact_out.contact_last_friction
+        impulse = contact_out.contact_impulse
+        friction = contact_out.contact_friction
+        order = contact_out.contact_order
+
+        nb = body_in.alive.shape[1]
+        h = physics_dt / float(physics_substeps)
+        for _sub in range(physics_substeps):
+            # Speculative contacts: the narrowphase runs at the poses the substep starts from, with a
+            # margin as wide as the pair can close during it, and the solve keeps the contact anchors
+            # from overlapping along those normals after the bodies moved. A body can then never be
+            # pushed out on the far side of a thin wall it crossed within one substep.
+            # Contacts of the step before are not kept: a world reset between steps may have moved its bodies anywhere.
+            last_count = wp.where(_sub == 0, 0, world_contact_count_out[world])
+            for k in range(lane, last_count, lanes):
+                keep_contact(c, before, impulse, friction, world, k)
+            if wp.static(block):
+                block_sync()
+            if lane == 0:
+                world_contact_count_out[world] = 0
+                for k in range(world_pair_count_in[world]):
+                    a = pair_in.pair_body_a[world, k]
+                    b = pair_in.pair_body_b[world, k]
+                    reach_a = substep_reach(bodies, poses, world, a, h, gravity, body_in.force[world, a])
+                    reach_b = substep_reach(bodies, poses, world, b, h, gravity, body_in.force[world, b])
+                    collide(c, poses, world, a, b, contact_margin + reach_a + reach_b)
+            if wp.static(block):
+                block_sync()
+            for i in range(lane, nb, lanes):
+                if body_in.alive[world, i] != 0:
+                    integrate(
                         bodies,
                         world,
-                        joint_in.joint_body_a[world, j],
-                        joint_in.joint_body_b[world, j],
-                        joint_in.joint_anchor_a[world, j],
-                        joint_in.joint_anchor_b[world, j],
-                        joint_in.joint_rotation[world, j],
+                        i,
+                        h,
+                        gravity,
+                        linear_damping,
+                        angular_damping,
+                        body_in.force[world, i],
+                        body_in.torque[world, i],
+                        body_in.drag[world, i],
                     )
-            up = wp.vec3(0.0, 0.0, 0.0)
-            if it == CONTACT_PASSES - 1:
-                up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
-            first = wp.int32(0)
-            while first < manifolds:
-                # A level: the manifolds at one height. When two of them move the same body (a cube
-                # resting on two others, a row pressed together), the level is solved by Jacobi
-                # steps, so the body settles on both supports whichever is listed first, and a
-                # pressed row stays where it is.
-                last, jacobi = next_level(
-                    bodies, c, contact_out.contact_order, contact_out.contact_height, world, first, manifolds
+            if wp.static(block):
+                block_sync()
+            count = world_contact_count_out[world]
+            for k in range(lane, count, lanes):
+                a = contact_out.contact_body_a[world, k]
+                b = contact_out.contact_body_b[world, k]
+                qa = body_out.rotation[world, a]
+                qb = body_out.rotation[world, b]
+                n = contact_out.contact_normal[world, k]
+                rot_a = wp.quat_to_matrix(qa)
+                rot_b = wp.quat_to_matrix(qb)
+                start_a = wp.quat_to_matrix(body_out.prev_rotation[world, a])
+                start_b = wp.quat_to_matrix(body_out.prev_rotation[world, b])
+                ra = facing_arm(
+                    rot_a * contact_out.contact_offset_a[world, k], rot_a, start_a, n * round_radius(poses, world, a)
                 )
-                if jacobi:
-                    solve_level(
-                        bodies,
-                        splits,
-                        poses,
-                        c,
-                        contact_out.contact_impulse,
-                        contact_out.contact_friction,
-                        contact_out.contact_order,
-                        world,
-                        first,
-                        last,
-                        count,
-                        up,
-                    )
-                else:
-                    for m in range(first, last):
-                        k = contact_out.contact_order[world, m]
-                        e = manifold_end(c, world, k, count)
-                        solve_manifold(
-                            bodies,
-                            c,
-                            contact_out.contact_impulse,
-                            contact_out.contact_friction,
-                            world,
-                            k,
-                            e,
-                            up,
-                            round_radius(poses, world, contact_out.contact_body_a[world, k]),
-                            round_radius(poses, world, contact_out.contact_body_b[world, k]),
-                        )
-                first = last
-        for i in range(nb):
-            if body_in.alive[world, i] != 0 and movable(body_in.response[world, i], body_in.locked_by[world, i]):
-                body_out.linear_velocity[world, i] = (
-                    body_out.position[world, i] - body_out.prev_position[world, i]
-                ) / h
-                body_out.angular_velocity[world, i] = substep_angular_velocity(
-                    body_out.prev_rotation[world, i],
-                    body_out.rotation[world, i],
-                    body_out.angular_velocity[world, i],
-                    h,
+                rb = facing_arm(
+                    rot_b * contact_out.contact_offset_b[world, k], rot_b, start_b, -n * round_radius(poses, world, b)
                 )
-        k = wp.int32(0)
-        while k < count:
-            e = manifold_end(c, world, k, count)
-            solve_manifold_velocity(
+                v = point_velocity(bodies, world, a, ra) - point_velocity(bodies, world, b, rb)
+                contact_out.contact_normal_speed[world, k] = wp.dot(n, v)
+            manifolds = wp.int32(0)
+            if lane == 0:
+                manifolds = order_manifolds(bodies, c, order, contact_out.contact_height, world, count, gravity)
+            if wp.static(block):
+                manifolds = block_share(manifolds)
+            warm_corrections(
                 bodies,
+                splits,
                 c,
-                contact_out.contact_impulse,
-                contact_out.contact_normal_speed,
+                before,
+                impulse,
+                friction,
+                order,
+                contact_out.contact_height,
                 world,
-                k,
-                e,
-                h,
-                gravity,
-                round_radius(poses, world, contact_out.contact_body_a[world, k]),
-                round_radius(poses, world, contact_out.contact_body_b[world, k]),
+                count,
+                manifolds,
+                last_count,
+                lane,
+                lanes,
             )
-            k = e
-    count = world_contact_count_out[world]
-    for k in range(contact_out.alive.shape[1]):
-        contact_out.alive[world, k] = wp.where(k < count, 1, 0)
+            if wp.static(block):
+                block_sync()
+            if lane == 0:
+                apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
+            for it in range(CONTACT_PASSES):
+                # Joints first in every pass, contacts after: a held body may lag its holder a little,
+                # but is never left driven into another body (whose push-back would become speed).
+                if lane == 0:
+                    for j in range(joint_in.alive.shape[1]):
+                        if joint_in.alive[world, j] != 0:
+                            solve_joint(
+                                bodies,
+                                world,
+                                joint_in.joint_body_a[world, j],
+                                joint_in.joint_body_b[world, j],
+                                joint_in.joint_anchor_a[world, j],
+                                joint_in.joint_anchor_b[world, j],
+                                joint_in.joint_rotation[world, j],
+                            )
+                if wp.static(block):
+                    block_sync()
+                up = wp.vec3(0.0, 0.0, 0.0)
+                if it == CONTACT_PASSES - 1:
+                    up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
+                first = wp.int32(0)
+                while first < manifolds:
+                    # A level: the manifolds at one height. When two of them move the same body (a cube
+                    # resting on two others, a row pressed together), the level is solved by Jacobi
+                    # steps, so the body settles on both supports whichever is listed first, and a
+                    # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
+                    # and each is solved on its own (on a lane of its own in step_bodies_block).
+                    last, jacobi = next_level(bodies, c, order, contact_out.contact_height, world, first, manifolds)
+                    if jacobi:
+                        if lane == 0:
+                            count_level_splits(bodies, splits, c, order, world, first, last, up)
+                        for _step in range(level_steps(up)):
+                            if wp.static(block):
+                                block_sync()
+                            level_corrections(
+                                bodies,
+                                splits,
+                                poses,
+                                c,
+                                impulse,
+                                friction,
+                                order,
+                                world,
+                                first,
+                                last,
+                                count,
+                                up,
+                                lane,
+                                lanes,
+                            )
+                            if wp.static(block):
+                                block_sync()
+                            if lane == 0:
+                                apply_level(bodies, splits, c, order, world, first, last)
+                    else:
+                        for m in range(first + lane, last, lanes):
+                            k = order[world, m]
+                            solve_manifold(
+                                bodies,
+                                c,
+                                impulse,
+                                friction,
+                                world,
+                                k,
+                                manifold_end(c, world, k, count),
+                                up,
+                                round_radius(poses, world, contact_out.contact_body_a[world, k]),
+                                round_radius(poses, world, contact_out.contact_body_b[world, k]),
+                            )
+                    if wp.static(block):
+                        block_sync()
+                    first = last
+            for i in range(lane, nb, lanes):
+                if body_in.alive[world, i] != 0 and movable(body_in.response[world, i], body_in.locked_by[world, i]):
+                    body_out.linear_velocity[world, i] = (
+                        body_out.position[world, i] - body_out.prev_position[world, i]
+                    ) / h
+                    body_out.angular_velocity[world, i] = substep_angular_velocity(
+                        body_out.prev_rotation[world, i],
+                        body_out.rotation[world, i],
+                        body_out.angular_velocity[world, i],
+                        h,
+                    )
+            if wp.static(block):
+                block_sync()
+            if lane == 0:
+                k = wp.int32(0)
+                while k < count:
+                    e = manifold_end(c, world, k, count)
+                    solve_manifold_velocity(
+                        bodies,
+                        c,
+                        impulse,
+                        contact_out.contact_normal_speed,
+                        world,
+                        k,
+                        e,
+                        h,
+                        gravity,
+                        round_radius(poses, world, contact_out.contact_body_a[world, k]),
+                        round_radius(poses, world, contact_out.contact_body_b[world, k]),
+                    )
+                    k = e
+            if wp.static(block):
+                block_sync()
+        count = world_contact_count_out[world]
+        for k in range(lane, contact_out.alive.shape[1], lanes):
+            contact_out.alive[world, k] = wp.where(k < count, 1, 0)
+
+    if block:
+        # A module of its own, built for blocks of SOLVER_LANES (what ahead-of-time and register reports compile),
+        # and only where an env asks for it.
+        options = {"block_dim": SOLVER_LANES, "enable_backward": False}
+        return wp.kernel(step_bodies, name="step_bodies_block", module="unique", module_options=options)
+    return wp.kernel(step_bodies, name="step_bodies")
+
+
+step_bodies = _step_kernel(block=False)
+step_bodies_block = _step_kernel(block=True)

@@ -4,6 +4,7 @@ or ``{"skipped": reason}`` when this Warp build cannot compile for that architec
 
     python -m tests.cuda_codegen cartpole --arch 90
     python -m tests.cuda_codegen cartpole hide_and_seek --arch 90 --cache .wpcache   # a kernel cache to carry
+    python -m tests.cuda_codegen hide_and_seek --solver-layout block   # the solver a block of lanes per world
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def main() -> None:
         "machine and set WARP_CACHE_PATH=DIR there, and the first BatchSim loads them instead of compiling "
         "(hide-and-seek: about 80 s on an H100 machine)",
     )
+    parser.add_argument("--solver-layout", help="the env's solver_layout (hide-and-seek: world or block)")
     args = parser.parse_args()
+    overrides = {} if args.solver_layout is None else {"solver_layout": args.solver_layout}
     if args.cache:
         os.environ["WARP_CACHE_PATH"] = os.path.abspath(args.cache)  # read by wp.init()
     wp.init()
@@ -61,7 +64,7 @@ def main() -> None:
     compiled = {}
     with tempfile.TemporaryDirectory() as tmp:
         for env_name in args.env:
-            for name, module in sorted(cuda_modules(envs.make(env_name)).items()):
+            for name, module in sorted(cuda_modules(envs.make(env_name, **overrides)).items()):
                 if args.cache:  # the cache's own layout; cubin, which a driver older than the toolkit needs
                     wp.compile_aot_module(module, arch=args.arch, use_ptx=False)
                 else:

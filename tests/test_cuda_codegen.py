@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 600  # seconds: a cold NVRTC compile of hide-and-seek's modules takes about a minute
 
 
-@pytest.mark.parametrize("name", envs.names())
-def test_cuda_kernels_compile_for_sm90(name):
+def codegen(*args: str) -> dict:
+    """``python -m tests.cuda_codegen ARGS --arch 90``: its JSON line (the test skips where NVRTC cannot)."""
     env = dict(os.environ, WARP_QUIET="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.cuda_codegen", name, "--arch", "90"],
+        [sys.executable, "-m", "tests.cuda_codegen", *args, "--arch", "90"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -38,10 +38,21 @@ def test_cuda_kernels_compile_for_sm90(name):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     if "skipped" in result:
         pytest.skip(result["skipped"])
-    modules = result["modules"]
+    return result
+
+
+@pytest.mark.parametrize("name", envs.names())
+def test_cuda_kernels_compile_for_sm90(name):
+    modules = codegen(name)["modules"]
     assert modules["ecs.engine_kernels"] > 0
     assert modules[f"ecs_gen_{name}"] > 0  # generated wrappers and action checks
     if name == "cartpole":
         assert modules["ecs_fused_cartpole"] == 2  # held and per-step actions
     if name == "hide_and_seek":
         assert {"systems.solver", "systems.collision", "systems.raycast", "envs.hide_and_seek.kernels"} <= set(modules)
+
+
+def test_the_block_solver_compiles_for_sm90():
+    """hide-and-seek with ``solver_layout: block``: the solver a block of lanes per world (tiles, barriers)."""
+    modules = codegen("hide_and_seek", "--solver-layout", "block")["modules"]
+    assert any(name.startswith("step_bodies_block") for name in modules), modules

@@ -148,7 +148,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         ],
         systems=[
             ecs.System(kernels.act_agents, ecs.Phase.ACT),
-            *physics.systems(),
+            *physics.systems(phys),
             ecs.System(kernels.reward_progress, ecs.Phase.REWARD),
             ecs.System(kernels.reset_rooms, ecs.Phase.RESET),
             *raycast.sensor_systems(),

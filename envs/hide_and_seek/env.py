@@ -51,7 +51,8 @@ locker from the world's RNG when several agents lock an object at once); PHYSICS
 COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET ``reset_level``,
 ``begin_episode_stats``; SENSE ``cast_lidar_rays``,
 ``observe_visibility_targets``, ``find_reach_targets``; OBSERVE ``observe_agents``. (With ``wide_sensors``
-False, lidar and visibility run as ``cast_lidar`` and ``observe_visibility``, a thread per agent.)
+False, lidar and visibility run as ``cast_lidar`` and ``observe_visibility``, a thread per agent; with
+``solver_layout`` "block", the solver runs as ``step_bodies_block``, 32 lanes per world.)
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ class HideAndSeekConfig:
     wide_sensors: bool = (
         True  # lidar a thread per ray, visibility per target (same results; see raycast.sensor_systems)
     )
+    solver_layout: str = "world"  # the solver a thread per world, or "block": 32 lanes per world (same results)
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
     fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)
@@ -201,6 +203,8 @@ class HideAndSeekConfig:
             )
         if self.lidar_rays < 1 or self.physics_substeps < 1 or self.max_episode_steps < 1:
             raise ValueError("lidar_rays, physics_substeps and max_episode_steps must be >= 1")
+        if self.solver_layout not in physics.SOLVER_LAYOUTS:
+            raise ValueError(f"solver_layout must be one of {list(physics.SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
         if not 0 < self.view_cone_degrees <= 360:
             raise ValueError(f"view_cone_degrees must be in (0, 360], got {self.view_cone_degrees}")
         if any(not (math.isfinite(v) and v > 0) for v in (*self.elongated_box_scale, *self.ramp_size)):
@@ -524,6 +528,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         max_pairs=256,
         max_contacts=256,
         max_joints=NUM_AGENTS,
+        solver_layout=cfg.solver_layout,
     )
     agent = ecs.Archetype(
         "agent",
@@ -601,7 +606,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         ],
         systems=[
             ecs.System(kernels.act_agents, ecs.Phase.ACT),
-            *physics.systems(),
+            *physics.systems(phys),
             ecs.System(kernels.reward_teams, ecs.Phase.REWARD),
             ecs.System(kernels.track_episode_stats, ecs.Phase.REWARD),
             # World-local but for the fixed layout, which it reads whole: a chunk of worlds gets a parameter of one

@@ -34,7 +34,7 @@ def make_env(
         config=SceneConfig(),
         archetypes=[*physics.archetypes(cfg), *kw.pop("archetypes", ())],
         singletons=[*physics.singletons(), *kw.pop("singletons", ())],
-        systems=[*physics.systems(), *extra_systems],
+        systems=[*physics.systems(cfg), *extra_systems],
         resources={**physics.resources(cfg), **kw.pop("resources", {})},
         **kw,
     )
@@ -93,6 +93,8 @@ def solver_views(sim: ecs.BatchSim) -> tuple[dict, dict, solver.Bodies, solver.S
         setattr(bodies, field, body[field])
     splits = solver.Splits()
     splits.count, splits.move, splits.turn = body["split_count"], body["split_move"], body["split_turn"]
+    splits.move_a, splits.turn_a = contact["contact_move_a"], contact["contact_turn_a"]
+    splits.move_b, splits.turn_b = contact["contact_move_b"], contact["contact_turn_b"]
     c = Contacts()
     for field in ("body_a", "body_b", "normal", "offset_a", "offset_b", "depth"):
         setattr(c, field, contact[f"contact_{field}"])

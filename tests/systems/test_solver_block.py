@@ -1,0 +1,210 @@
+"""The block layout of the solver (``step_bodies_block``: ``SOLVER_LANES`` lanes per world) gives the
+thread-per-world kernel's result bit for bit.
+
+The lanes keep and prepare contact rows, integrate bodies, warm-start manifolds, solve the manifolds of a
+level side by side (each its own where no body is moved by two of them, else their Jacobi corrections) and
+update velocities; lane 0 alone runs the narrowphase, the ordering, the joints, the sums of the corrections
+and the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
+(``wp.config.enable_cpu_blocks``); the tests turn them on, so a barrier missing between two stages shows up
+as a different result. Scenes: stacks listed bottom first, top first and interleaved, with and without
+offsets; the 10-cube pyramid in several orders (its levels share cubes: Jacobi steps); heaps with static and
+kinematic bodies and spheres; hide-and-seek under random moves, grabs and locks, captured, eager and with CPU
+threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+import warp as wp
+
+import ecs
+import envs
+from systems import physics
+from systems.geometry import ShapeType
+from systems.physics import BodySpec, PhysicsConfig
+from systems.rigid_body import Response
+from systems.solver import SOLVER_LANES
+
+from . import scene
+
+HALF = 0.25  # m, half edge of a 0.5 m cube
+STATE = ("position", "rotation", "linear_velocity", "angular_velocity", "prev_position", "prev_rotation")
+CONTACT = ("contact_body_a", "contact_body_b", "contact_impulse", "contact_friction", "contact_order")
+
+
+def cube(x: float, y: float, z: float, **kw) -> BodySpec:
+    return BodySpec(ShapeType.BOX, size=(HALF,) * 3, position=(x, y, z), **kw)
+
+
+def stack(n: int, offset: float, order: str) -> list[BodySpec]:
+    """``n`` cubes on a floor, level ``i`` shifted ``i * offset`` along x, listed in ``order``."""
+    levels = list(range(n))
+    if order == "top_first":
+        levels = levels[::-1]
+    elif order == "interleaved":
+        levels = levels[1::2] + levels[0::2]
+    return [scene.floor(), *(cube(offset * i, 0.0, HALF + 2 * HALF * i) for i in levels)]
+
+
+def pyramid(order: str, gap: float = 0.01) -> list[BodySpec]:
+    """Rows of 4, 3, 2 and 1 cubes ``gap`` apart, listed bottom row first, top first or shuffled."""
+    cubes = []
+    for level, count in enumerate((4, 3, 2, 1)):
+        for k in range(count):
+            cubes.append(cube((k - (count - 1) / 2) * (2 * HALF + gap), 0.0, HALF + 2 * HALF * level))
+    if order == "top_first":
+        cubes = cubes[::-1]
+    elif order == "shuffled":
+        cubes = [cubes[i] for i in np.random.default_rng(4).permutation(len(cubes))]
+    return [scene.floor(), *cubes]
+
+
+def heap(seed: int) -> list[BodySpec]:
+    """Boxes and spheres dropped in a 1.5 m square, onto each other, a static box and a kinematic slab."""
+    rng = np.random.default_rng(seed)
+    bodies = [
+        scene.floor(),
+        cube(0.3, -0.2, HALF, response=Response.STATIC),
+        BodySpec(
+            ShapeType.BOX,
+            size=(0.6, 0.3, 0.05),
+            position=(-0.4, 0.3, 0.05),
+            response=Response.KINEMATIC,
+            linear_velocity=(0.2, 0.0, 0.0),
+        ),
+    ]
+    for k in range(9):
+        x, y = rng.uniform(-0.75, 0.75, 2)
+        z = 0.3 + 0.45 * k
+        if k % 3 == 2:
+            bodies.append(BodySpec(ShapeType.SPHERE, size=(0.2, 0.0, 0.0), position=(x, y, z), mass=0.5))
+        else:
+            bodies.append(cube(x, y, z, mass=rng.uniform(0.5, 2.0), rotation=(*rng.normal(size=3) * 0.2, 1.0)))
+    return bodies
+
+
+SCENES: dict[str, Callable[[], list[BodySpec]]] = {
+    "stack 8 interleaved 2 cm": lambda: stack(8, 0.02, "interleaved"),
+    "stack 5 top first 1 cm": lambda: stack(5, 0.01, "top_first"),
+    "stack 3 bottom first": lambda: stack(3, 0.0, "bottom_first"),
+    "pyramid bottom first": lambda: pyramid("bottom_first"),
+    "pyramid shuffled, touching": lambda: pyramid("shuffled", gap=0.0),
+    "heap 0": lambda: heap(0),
+    "heap 1": lambda: heap(1),
+}
+
+
+@pytest.fixture
+def cpu_blocks():
+    """Warp's cooperative CPU blocks, so that a block's lanes run side by side on CPU too."""
+    before = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    yield
+    wp.config.enable_cpu_blocks = before
+
+
+def solver_lanes(sim: ecs.BatchSim) -> int:
+    """Lanes per world of the solver's launch."""
+    launches = [launch for launch in sim.executor.recorder.launches.values() if launch.name.startswith("step_bodies")]
+    assert len(launches) == 1
+    return launches[0].block_dim or 1
+
+
+def state(sim: ecs.BatchSim) -> dict[str, np.ndarray]:
+    out = {c: sim.tensor("body", c).numpy().copy() for c in STATE}
+    return out | {c: sim.tensor("contact", c).numpy().copy() for c in CONTACT}
+
+
+def assert_same(a: dict[str, np.ndarray], b: dict[str, np.ndarray], label: str) -> None:
+    for column in a:
+        np.testing.assert_array_equal(a[column], b[column], err_msg=f"{label}: {column}")
+
+
+def scene_sim(name: str, layout: str) -> ecs.BatchSim:
+    # Two worlds with the same scene: the lanes of each block must keep to their own world.
+    return scene.build(SCENES[name](), PhysicsConfig(max_bodies=16, solver_layout=layout), num_worlds=2)
+
+
+@pytest.mark.parametrize("name", list(SCENES))
+def test_the_block_layout_gives_the_world_layout_result_on_scenes(cpu_blocks, name):
+    world, block = scene_sim(name, "world"), scene_sim(name, "block")
+    assert solver_lanes(world) == 1 and solver_lanes(block) == SOLVER_LANES
+    manifolds = 0
+    for step in range(45):
+        for sim in (world, block):
+            sim.step()
+        if step % 15 == 14:
+            assert_same(state(world), state(block), f"{name}, step {step}")
+        manifolds = max(manifolds, len(np.unique(world.tensor("contact", "contact_order").numpy()[0])))
+    assert manifolds >= 3  # the scene has levels to solve
+
+
+def random_play(sim: ecs.BatchSim, gen: torch.Generator) -> None:
+    for key, a in sim.actions.items():
+        high = 11 if key == "move" else 2  # move bins 0..10; grab and lock 0 or 1
+        a.copy_(torch.randint(0, high, tuple(a.shape), generator=gen, dtype=torch.int32))
+    sim.step()
+
+
+@pytest.mark.parametrize("tilting", [False, True])
+def test_the_block_layout_gives_the_world_layout_result_in_hide_and_seek(cpu_blocks, tilting):
+    """Random moves, grabs (held joints) and locks, with the resets they bring; boxes that turn only about z
+    (OpenAI's) and boxes that tilt. The block kernel captured, eager, and with CPU threads (it runs whole)."""
+
+    def make(layout: str, **options) -> ecs.BatchSim:
+        spec = envs.make("hide_and_seek", prep_fraction=0.0, objects_turn_only_about_z=not tilting)
+        return ecs.BatchSim(physics.with_solver(spec, layout=layout), 3, device="cpu", seed=3, **options)
+
+    sims = {
+        "world": make("world"),
+        "block captured": make("block"),
+        "block eager": make("block", capture=False),
+        "block threads": make("block", cpu_threads=2),
+    }
+    assert [solver_lanes(s) for s in sims.values()] == [1, SOLVER_LANES, SOLVER_LANES, SOLVER_LANES]
+    gens = {label: torch.Generator().manual_seed(5) for label in sims}
+    held = 0
+    for step in range(30):
+        for label, sim in sims.items():
+            random_play(sim, gens[label])
+        held += int((sims["world"].tensor("joint", "alive").numpy() != 0).sum())
+        if step % 10 == 9:
+            for label, sim in sims.items():
+                assert_same(state(sims["world"]), state(sim), f"{label}, step {step}")
+    assert held > 0  # grabs were held: the joints were solved
+
+
+def test_without_cpu_blocks_the_block_kernel_runs_one_lane_with_the_same_result():
+    before = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = False
+    try:
+        world, block = scene_sim("pyramid bottom first", "world"), scene_sim("pyramid bottom first", "block")
+    finally:
+        wp.config.enable_cpu_blocks = before
+    assert solver_lanes(block) == 1
+    for _ in range(10):
+        world.step()
+        block.step()
+    assert_same(state(world), state(block), "one lane")
+
+
+def test_the_layout_is_a_config_choice():
+    solver = [s for s in physics.systems(PhysicsConfig(solver_layout="block")) if s.phase == ecs.Phase.COLLIDE]
+    assert [(s.name, s.block_dim) for s in solver] == [("step_bodies_block", SOLVER_LANES)]
+    spec = envs.make("hide_and_seek", solver_layout="block")
+    assert "step_bodies_block" in {s.name for s in spec.systems}
+    spec = physics.with_solver(spec, layout="world")
+    names = {s.name for s in spec.systems}
+    assert "step_bodies" in names and "step_bodies_block" not in names
+    with pytest.raises(ecs.ConfigError, match=r"solver_layout must be one of \['world', 'block'\], got 'warp'"):
+        PhysicsConfig(solver_layout="warp")
+    with pytest.raises(ValueError, match=r"solver_layout must be one of \['world', 'block'\], got 'tiles'"):
+        envs.make("hide_and_seek", solver_layout="tiles")
+    with pytest.raises(ecs.ConfigError, match=r"env 'cartpole' has no solver system to lay out"):
+        physics.with_solver(envs.make("cartpole"), layout="block")
+    with pytest.raises(ecs.ConfigError, match=r"solver layout must be one of"):
+        physics.with_solver(envs.make("hide_and_seek"), layout="wide")
