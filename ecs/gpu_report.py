@@ -10,6 +10,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | ``device`` | GPU name, driver, Warp and torch versions |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
+| ``solver`` | hide-and-seek's step time with the solver a thread per world and a block of lanes per world (``solver_layout``) at 1k..64k worlds, and whether both give the same state |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``envs`` | ``python -m ecs bench`` of every registered env at 1k and 16k worlds |
 | ``registers`` | registers, local memory and max threads per block of the hide-and-seek kernels, read from the CUDA driver |
@@ -34,7 +35,18 @@ import sys
 import time
 from typing import Any
 
-STAGES = ("device", "identity", "hide_and_seek", "cartpole", "envs", "registers", "policy_step", "dist", "tests")
+STAGES = (
+    "device",
+    "identity",
+    "hide_and_seek",
+    "solver",
+    "cartpole",
+    "envs",
+    "registers",
+    "policy_step",
+    "dist",
+    "tests",
+)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -206,6 +218,47 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
             )
             _partial(args, result)
             del sim
+    return result
+
+
+def stage_solver(args: argparse.Namespace) -> dict:
+    import hashlib
+
+    import torch
+    import warp as wp
+
+    # On CPU a block's lanes run side by side only with cooperative blocks (else one lane per world).
+    wp.config.enable_cpu_blocks = True
+    counts = [4] if args.quick else [1024, 16384, 65536]
+    steps, repeats, window = (3, 2, None) if args.quick else (30, 3, 1.0)
+    result: dict[str, Any] = {"rows": [], "identical": {}}
+    for n in counts:
+        digests = {}
+        for layout in ("world", "block"):
+            t0 = time.perf_counter()
+            try:
+                sim = _sim("hide_and_seek", n, args.device, seed=2, solver_layout=layout)
+            except Exception as e:  # e.g. out of memory at the largest counts
+                result["rows"].append({"num_worlds": n, "layout": layout, "error": f"{type(e).__name__}: {e}"[:300]})
+                _say(f"solver {layout} {n} worlds: {result['rows'][-1]['error']}")
+                continue
+            built = time.perf_counter() - t0
+            gen = torch.Generator().manual_seed(1)
+            for _ in range(5):
+                for key, value in _random_actions(sim, gen).items():
+                    sim.actions[key].copy_(value)
+                sim.step()
+            digests[layout] = [hashlib.sha256(a.numpy().tobytes()).hexdigest() for a in sim.tables["body"].values()]
+            per_step = _timed(sim.step, steps, repeats, args.device, window)
+            result["rows"].append(
+                {"num_worlds": n, "layout": layout, "us_per_step": per_step * 1e6, "env_steps_per_s": n / per_step}
+            )
+            _say(f"solver {layout} {n} worlds: built in {built:.1f} s, {per_step * 1e6:.1f} us/step")
+            _partial(args, result)
+            del sim
+        if len(digests) == 2:
+            result["identical"][str(n)] = digests["world"] == digests["block"]
+            _partial(args, result)
     return result
 
 
@@ -381,13 +434,15 @@ def stage_registers(args: argparse.Namespace) -> dict:
 
     import warp as wp
 
-    sim = _sim("hide_and_seek", 64, args.device)
-    sim.step()
+    sims = [_sim("hide_and_seek", 64, args.device, solver_layout=layout) for layout in ("world", "block")]
+    for sim in sims:
+        sim.step()
     cuda = ctypes.CDLL("libcuda.so.1")
     attrs = {"max_threads_per_block": 0, "local_bytes": 3, "registers": 4}
     rows = []
     dev = wp.get_device(args.device)
-    for task in sim.graph.tasks:
+    tasks = {task.kernel.key: task for sim in sims for task in sim.graph.tasks}  # the block solver added once
+    for task in tasks.values():
         module = task.kernel.module
         for (ctx, _dim), exec_ in module.execs.items():
             if ctx != dev.context:
@@ -494,6 +549,17 @@ def _junit_failures(path: str) -> dict:
 # -- orchestration -------------------------------------------------------------------------------
 
 
+def _rate_table(rows: list[dict], column: str, label: str) -> list[str]:
+    """Markdown lines: env steps/s and us per step against num_worlds and ``column`` (a failed row: its error)."""
+    lines = ["", f"| num_worlds | {label} | env steps/s | us per step |", "|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['num_worlds']} | {r[column]} | {r['error']} | |")
+        else:
+            lines.append(f"| {r['num_worlds']} | {r[column]} | {r['env_steps_per_s']:,.0f} | {r['us_per_step']:.1f} |")
+    return lines
+
+
 def _write(out: str, report: dict) -> None:
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(report, f, indent=1, default=str)
@@ -505,15 +571,11 @@ def _write(out: str, report: dict) -> None:
         lines.append(f"## {name}: {entry['status']} ({entry['seconds']:.0f} s)")
         result = entry.get("result", {})
         if name == "hide_and_seek" and "throughput" in result:
-            lines += ["", "| num_worlds | wide sensors | env steps/s | us per step |", "|---|---|---|---|"]
-            for r in result["throughput"]:
-                if "error" in r:
-                    lines.append(f"| {r['num_worlds']} | {r['wide_sensors']} | {r['error']} | |")
-                else:
-                    lines.append(
-                        f"| {r['num_worlds']} | {r['wide_sensors']} | {r['env_steps_per_s']:,.0f} | {r['us_per_step']:.1f} |"
-                    )
+            lines += _rate_table(result["throughput"], "wide_sensors", "wide sensors")
             lines += ["", "```", result.get("profile", ""), "```"]
+        elif name == "solver" and "rows" in result:
+            lines += _rate_table(result["rows"], "layout", "solver layout")
+            lines += [f"- {n} worlds: same state in both layouts: {same}" for n, same in result["identical"].items()]
         elif name == "identity" and entry["status"] == "ok":
             lines += [
                 f"- {env}: identical={r['identical']} ({r['num_worlds']} worlds, {r['steps']} steps)"
@@ -604,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
             report = json.load(f)
         wanted = [s for s in wanted if report["stages"].get(s, {}).get("status") != "ok"]
     deadline = time.perf_counter() + args.budget_s
-    limits = {"tests": 300, "cartpole": 300, "hide_and_seek": 240, "envs": 240}
+    limits = {"tests": 300, "cartpole": 300, "hide_and_seek": 240, "solver": 240, "envs": 240}
     for name in wanted:
         left = deadline - time.perf_counter()
         if left < 10:

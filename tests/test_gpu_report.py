@@ -21,7 +21,7 @@ def gpu_report(*args: str) -> subprocess.CompletedProcess:
 
 def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     out = tmp_path / "report"
-    stages = "device,identity,hide_and_seek,envs,registers,policy_step,dist,tests"
+    stages = "device,identity,hide_and_seek,solver,envs,registers,policy_step,dist,tests"
     p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", stages)
     assert p.returncode == 0, p.stderr
     report = json.loads((out / "report.json").read_text())
@@ -33,12 +33,15 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     rows = report["stages"]["hide_and_seek"]["result"]["throughput"]
     assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
     assert "step_bodies" in report["stages"]["hide_and_seek"]["result"]["profile"]
+    solver = report["stages"]["solver"]["result"]
+    assert [r["layout"] for r in solver["rows"]] == ["world", "block"] and solver["identical"] == {"4": True}
     benches = report["stages"]["envs"]["result"]
     assert set(benches) >= {"cartpole", "escape_room", "foraging", "hide_and_seek", "predator_prey"}
     assert all(r["rc"] == 0 and "world-steps/s" in r["tail"] for runs in benches.values() for r in runs)
     assert "skipped" in report["stages"]["tests"]["result"] and "skipped" in report["stages"]["registers"]["result"]
     md = (out / "report.md").read_text()
     assert "## identity: ok" in md and "| num_worlds | wide sensors |" in md and "world-steps/s" in md
+    assert "| num_worlds | solver layout |" in md
     assert (out / "hide_and_seek_throughput.png").stat().st_size > 1000
     before = report["stages"]["identity"]["seconds"]
     p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--resume", "--stages", "identity,device")
