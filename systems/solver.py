@@ -821,13 +821,11 @@ def manifold_corrections(
     mu = wp.max(bodies.friction[world, a], bodies.friction[world, b])
     # Per point (the first MAX_MANIFOLD): normal, depth, inverse mass, and the turn of each body per unit impulse.
     count = wp.min(end - start, MAX_MANIFOLD)  # points past the first MAX_MANIFOLD are left out
-    normals = ManifoldRows()
+    # What the sweeps read of a point but can find again from its contact row (its normal, its arms at the
+    # anchors, the turn per unit impulse ``I^-1 (r x n)``) is recomputed there rather than kept: each kept row
+    # is 192 bytes of a GPU thread's local memory.
     arm_a = ManifoldRows()
     arm_b = ManifoldRows()
-    turn_a = ManifoldRows()
-    turn_b = ManifoldRows()
-    pos_a = ManifoldRows()
-    pos_b = ManifoldRows()
     slip0 = ManifoldRows()
     depth0 = ManifoldValues()
     inv_w = ManifoldValues()
@@ -841,8 +839,6 @@ def manifold_corrections(
         ob = c.offset_b[world, k]
         ra = rot_a * oa
         rb = rot_b * ob
-        pos_a[i] = ra
-        pos_b[i] = rb
         reach_a = wp.max(reach_a, wp.length(ra))
         reach_b = wp.max(reach_b, wp.length(rb))
         # Motion of A's anchor relative to B's since the substep began.
@@ -853,15 +849,12 @@ def manifold_corrections(
         cb = wp.cross(rb, n)
         ua = ia * ca
         ub = ib * cb
-        normals[i] = n
         arm_a[i] = ca
         arm_b[i] = cb
-        turn_a[i] = ua
-        turn_b[i] = ub
         depth0[i] = wp.dot((xa + ra) - (xb + rb), n)
         turning = wp.dot(ca, ua) + wp.dot(cb, ub)
         inv_w[i] = 1.0 / (ima + turning + imb)
-        if turning > 0.0 or wp.dot(n, normals[0]) < 1.0 - 1.0e-6:
+        if turning > 0.0 or wp.dot(n, c.normal[world, start]) < 1.0 - 1.0e-6:
             translating = False
     # A pair that no normal impulse can turn (bodies that turn only about the normal, such as upright
     # bodies with a locked tilt resting on a level face): every point of the face moves
@@ -902,7 +895,7 @@ def manifold_corrections(
             hi = lo + block
             for slot in range(lo, hi):
                 i = wp.where(backwards, count - 1 - slot, slot)
-                n = normals[i]
+                n = c.normal[world, start + i]
                 depth = depth0[i] + wp.dot(n, dxa - dxb) + wp.dot(dqa, arm_a[i]) - wp.dot(dqb, arm_b[i])
                 l_old = impulse[world, start + i]
                 if depth > 0.0 or l_old > 0.0:
@@ -911,9 +904,9 @@ def manifold_corrections(
                     impulse[world, start + i] = l_new
                     # The impulse dl n acts on B at rb and -dl n on A at ra.
                     dxa -= n * (dl * ima)
-                    dqa -= turn_a[i] * dl
+                    dqa -= (ia * arm_a[i]) * dl
                     dxb += n * (dl * imb)
-                    dqb += turn_b[i] * dl
+                    dqb += (ib * arm_b[i]) * dl
             if translating:
                 # The normal impulses moved the pair along the common normal only: their sum is what counts.
                 total = wp.float32(0.0)
@@ -927,9 +920,9 @@ def manifold_corrections(
                 f_old = friction[world, k]
                 lam = impulse[world, k]
                 if lam > 0.0 or wp.length_sq(f_old) > 0.0:
-                    n = normals[i]
-                    ra = pos_a[i]
-                    rb = pos_b[i]
+                    n = c.normal[world, k]
+                    ra = rot_a * c.offset_a[world, k]
+                    rb = rot_b * c.offset_b[world, k]
                     slip = slip0[i] + (dxa + wp.cross(dqa, ra)) - (dxb + wp.cross(dqb, rb))
                     slip = slip - n * wp.dot(slip, n)
                     size = wp.length(slip)
