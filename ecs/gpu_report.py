@@ -10,7 +10,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | ``device`` | GPU name, driver, Warp and torch versions |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
-| ``solver`` | hide-and-seek's step time with the solver a thread per world and a block of lanes per world (``solver_layout``) at 1k..64k worlds, and whether both give the same state |
+| ``solver`` | hide-and-seek's step time with the solver a thread per world and a block of lanes per world (``solver_layout``), with the registers per thread as compiled and capped (``solver_registers``), at 1k..64k worlds, and whether all give the same state |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``envs`` | ``python -m ecs bench`` of every registered env at 1k and 16k worlds |
 | ``registers`` | registers, local memory and max threads per block of the hide-and-seek kernels, read from the CUDA driver |
@@ -227,20 +227,31 @@ def stage_solver(args: argparse.Namespace) -> dict:
     import torch
     import warp as wp
 
+    import envs
+    from ecs import BatchSim
+    from systems import physics
+
     # On CPU a block's lanes run side by side only with cooperative blocks (else one lane per world).
     wp.config.enable_cpu_blocks = True
     counts = [4] if args.quick else [1024, 16384, 65536]
     steps, repeats, window = (3, 2, None) if args.quick else (30, 3, 1.0)
+    # (layout, registers per thread): a thread or a block of lanes per world, the registers as the compiler
+    # takes them (255) or capped, so more threads fit on an SM at the price of spills to local memory.
+    variants = [("world", None), ("block", None), ("world", 128)]
+    if not args.quick:
+        variants += [("block", 128), ("world", 96)]
     result: dict[str, Any] = {"rows": [], "identical": {}}
     for n in counts:
         digests = {}
-        for layout in ("world", "block"):
+        for layout, registers in variants:
+            label = layout if registers is None else f"{layout}, {registers} registers"
             t0 = time.perf_counter()
             try:
-                sim = _sim("hide_and_seek", n, args.device, seed=2, solver_layout=layout)
+                spec = physics.with_solver(envs.make("hide_and_seek"), layout=layout, registers=registers)
+                sim = BatchSim(spec, n, device=args.device, seed=2)
             except Exception as e:  # e.g. out of memory at the largest counts
-                result["rows"].append({"num_worlds": n, "layout": layout, "error": f"{type(e).__name__}: {e}"[:300]})
-                _say(f"solver {layout} {n} worlds: {result['rows'][-1]['error']}")
+                result["rows"].append({"num_worlds": n, "layout": label, "error": f"{type(e).__name__}: {e}"[:300]})
+                _say(f"solver {label} {n} worlds: {result['rows'][-1]['error']}")
                 continue
             built = time.perf_counter() - t0
             gen = torch.Generator().manual_seed(1)
@@ -248,16 +259,18 @@ def stage_solver(args: argparse.Namespace) -> dict:
                 for key, value in _random_actions(sim, gen).items():
                     sim.actions[key].copy_(value)
                 sim.step()
-            digests[layout] = [hashlib.sha256(a.numpy().tobytes()).hexdigest() for a in sim.tables["body"].values()]
+            digests[label] = [hashlib.sha256(a.numpy().tobytes()).hexdigest() for a in sim.tables["body"].values()]
             per_step = _timed(sim.step, steps, repeats, args.device, window)
             result["rows"].append(
-                {"num_worlds": n, "layout": layout, "us_per_step": per_step * 1e6, "env_steps_per_s": n / per_step}
+                {"num_worlds": n, "layout": label, "us_per_step": per_step * 1e6, "env_steps_per_s": n / per_step}
             )
-            _say(f"solver {layout} {n} worlds: built in {built:.1f} s, {per_step * 1e6:.1f} us/step")
+            _say(f"solver {label} {n} worlds: built in {built:.1f} s, {per_step * 1e6:.1f} us/step")
             _partial(args, result)
             del sim
-        if len(digests) == 2:
-            result["identical"][str(n)] = digests["world"] == digests["block"]
+        if "world" in digests:
+            result["identical"][str(n)] = {
+                label: d == digests["world"] for label, d in digests.items() if label != "world"
+            }
             _partial(args, result)
     return result
 
@@ -434,7 +447,8 @@ def stage_registers(args: argparse.Namespace) -> dict:
 
     import warp as wp
 
-    sims = [_sim("hide_and_seek", 64, args.device, solver_layout=layout) for layout in ("world", "block")]
+    solvers = (("world", None), ("block", None), ("world", 128), ("world", 96))
+    sims = [_sim("hide_and_seek", 64, args.device, solver_layout=lay, solver_registers=r) for lay, r in solvers]
     for sim in sims:
         sim.step()
     cuda = ctypes.CDLL("libcuda.so.1")
@@ -575,7 +589,9 @@ def _write(out: str, report: dict) -> None:
             lines += ["", "```", result.get("profile", ""), "```"]
         elif name == "solver" and "rows" in result:
             lines += _rate_table(result["rows"], "layout", "solver layout")
-            lines += [f"- {n} worlds: same state in both layouts: {same}" for n, same in result["identical"].items()]
+            lines += [
+                f"- {n} worlds: the same state as a thread per world: {same}" for n, same in result["identical"].items()
+            ]
         elif name == "identity" and entry["status"] == "ok":
             lines += [
                 f"- {env}: identical={r['identical']} ({r['num_worlds']} worlds, {r['steps']} steps)"
@@ -666,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
             report = json.load(f)
         wanted = [s for s in wanted if report["stages"].get(s, {}).get("status") != "ok"]
     deadline = time.perf_counter() + args.budget_s
-    limits = {"tests": 300, "cartpole": 300, "hide_and_seek": 240, "solver": 240, "envs": 240}
+    limits = {"tests": 300, "cartpole": 300, "hide_and_seek": 240, "solver": 360, "envs": 240}
     for name in wanted:
         left = deadline - time.perf_counter()
         if left < 10:

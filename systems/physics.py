@@ -50,8 +50,9 @@ from .rigid_body import BODY_COMPONENTS, JOINT_COMPONENTS, Response
 
 wp.set_module_options({"enable_backward": False})
 
-# The solver's kernel per PhysicsConfig.solver_layout (the same result bit for bit; which is faster is measured).
-SOLVER_LAYOUTS = {"world": solver.step_bodies, "block": solver.step_bodies_block}
+# PhysicsConfig.solver_layout: the solver a thread per world or a block of lanes per world (the same result bit for
+# bit; which is faster is measured).
+SOLVER_LAYOUTS = ("world", "block")
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,9 @@ class PhysicsConfig:
     max_joints: int = 4  # fixed joints per world
     # "world": step_bodies, a thread per world; "block": step_bodies_block, solver.SOLVER_LANES lanes per world
     solver_layout: str = "world"
+    # CUDA: at most this many registers per thread of the solver (32..255; None: the compiler's choice). A cap
+    # spills to local memory but fits more threads on an SM; the same result bit for bit on CPU.
+    solver_registers: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("physics_dt",):
@@ -93,6 +97,17 @@ class PhysicsConfig:
             )
         if self.solver_layout not in SOLVER_LAYOUTS:
             raise ecs.ConfigError(f"solver_layout must be one of {list(SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
+        registers_problem = solver_registers_problem(self.solver_registers)
+        if registers_problem:
+            raise ecs.ConfigError(f"solver_registers {registers_problem}")
+
+
+def solver_registers_problem(registers: Any) -> str | None:
+    if registers is None:
+        return None
+    if isinstance(registers, bool) or not isinstance(registers, int) or not 32 <= registers <= 255:
+        return f"must be None or an int in [32, 255] (registers per thread on CUDA), got {registers!r}"
+    return None
 
 
 def body_components() -> tuple[ecs.Component, ...]:
@@ -124,28 +139,33 @@ def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
     """``find_pairs`` (PHYSICS, a thread per world) and the solver (COLLIDE) in ``cfg.solver_layout``."""
     return [
         ecs.System(collision.find_pairs, ecs.Phase.PHYSICS, dim="world", world_local=True),
-        solver_system((cfg or PhysicsConfig()).solver_layout),
+        solver_system((cfg or PhysicsConfig()).solver_layout, (cfg or PhysicsConfig()).solver_registers),
     ]
 
 
-def solver_system(layout: str) -> ecs.System:
+def solver_system(layout: str, registers: int | None = None) -> ecs.System:
     """The solver's system: ``step_bodies`` for layout "world", ``step_bodies_block`` (``solver.SOLVER_LANES``
-    lanes per world, a tiled launch) for "block"."""
+    lanes per world, a tiled launch) for "block"; with ``registers``, capped at that many registers per thread
+    on CUDA (``step_bodies_r128``, ...; see ``PhysicsConfig.solver_registers``)."""
     if layout not in SOLVER_LAYOUTS:
         raise ecs.ConfigError(f"solver layout must be one of {list(SOLVER_LAYOUTS)}, got {layout!r}")
-    lanes = solver.SOLVER_LANES if layout == "block" else None
-    return ecs.System(SOLVER_LAYOUTS[layout], ecs.Phase.COLLIDE, dim="world", world_local=True, block_dim=lanes)
+    registers_problem = solver_registers_problem(registers)
+    if registers_problem:
+        raise ecs.ConfigError(f"solver registers {registers_problem}")
+    block = layout == "block"
+    kernel = solver.step_kernel(block, registers)
+    lanes = solver.SOLVER_LANES if block else None
+    return ecs.System(kernel, ecs.Phase.COLLIDE, dim="world", world_local=True, block_dim=lanes)
 
 
-def with_solver(spec: ecs.EnvSpec, *, layout: str) -> ecs.EnvSpec:
-    """``spec`` with its solver's kernel swapped for the one of ``layout`` (see ``PhysicsConfig.solver_layout``):
-    to time the layouts against each other, or to check one against the other, in an env that builds its own
-    ``PhysicsConfig``."""
-    kernels = set(SOLVER_LAYOUTS.values())
-    if not any(getattr(s, "fn", None) in kernels for s in spec.systems):
+def with_solver(spec: ecs.EnvSpec, *, layout: str, registers: int | None = None) -> ecs.EnvSpec:
+    """``spec`` with its solver's kernel swapped for the one of ``layout`` and ``registers`` (see
+    ``PhysicsConfig.solver_layout`` and ``solver_registers``): to time them against each other, or to check one
+    against another, in an env that builds its own ``PhysicsConfig``."""
+    if not any(solver.is_step_kernel(getattr(s, "fn", None)) for s in spec.systems):
         raise ecs.ConfigError(f"env {spec.name!r} has no solver system to lay out")
-    new = solver_system(layout)
-    return replace(spec, systems=[new if getattr(s, "fn", None) in kernels else s for s in spec.systems])
+    new = solver_system(layout, registers)
+    return replace(spec, systems=[new if solver.is_step_kernel(getattr(s, "fn", None)) else s for s in spec.systems])
 
 
 def resources(cfg: PhysicsConfig) -> dict[str, Any]:

@@ -1323,7 +1323,7 @@ def block_share(value: int) -> int:
     return wp.tile_from_thread(shape=(1,), value=value, thread_idx=0)[0]
 
 
-def _step_kernel(block: bool) -> wp.Kernel:
+def _step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
     """``step_bodies`` (one thread per world) or, with ``block``, ``step_bodies_block`` (a block of lanes per
     world), from one source. The block's lanes keep and prepare contact rows, integrate bodies, warm-start
     manifolds, solve the manifolds of a level (each its own, or its Jacobi corrections) and update velocities
@@ -1599,13 +1599,32 @@ def _step_kernel(block: bool) -> wp.Kernel:
         for k in range(lane, contact_out.alive.shape[1], lanes):
             contact_out.alive[world, k] = wp.where(k < count, 1, 0)
 
-    if block:
-        # A module of its own, built for blocks of SOLVER_LANES (what ahead-of-time and register reports compile),
-        # and only where an env asks for it.
-        options = {"block_dim": SOLVER_LANES, "enable_backward": False}
-        return wp.kernel(step_bodies, name="step_bodies_block", module="unique", module_options=options)
+    if block or registers is not None:
+        # A module of its own, built for blocks of SOLVER_LANES where lanes are asked for (what ahead-of-time and
+        # register reports compile), and only where an env asks for this kernel.
+        name = "step_bodies" + ("_block" if block else "") + ("" if registers is None else f"_r{registers}")
+        options = {"block_dim": SOLVER_LANES, "enable_backward": False} if block else {"enable_backward": False}
+        return wp.kernel(step_bodies, name=name, module="unique", module_options=options, cuda_max_registers=registers)
     return wp.kernel(step_bodies, name="step_bodies")
 
 
 step_bodies = _step_kernel(block=False)
 step_bodies_block = _step_kernel(block=True)
+_STEP_KERNELS: dict[tuple[bool, int | None], wp.Kernel] = {(False, None): step_bodies, (True, None): step_bodies_block}
+
+
+def step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
+    """The solver's kernel: a block of ``SOLVER_LANES`` lanes per world or a thread per world, with at most
+    ``registers`` registers per thread on CUDA (``__maxnreg__``; None: as many as the compiler takes, up to 255).
+    The same result bit for bit on CPU; on CUDA a cap trades registers for local memory, so more threads fit
+    on an SM: which is faster is for measurement (``python -m ecs gpu-report``, stage ``solver``). Built once
+    per choice, each capped one in a module of its own."""
+    key = (bool(block), registers)
+    if key not in _STEP_KERNELS:
+        _STEP_KERNELS[key] = _step_kernel(*key)
+    return _STEP_KERNELS[key]
+
+
+def is_step_kernel(fn: object) -> bool:
+    """Whether ``fn`` is one of the solver's kernels (``step_kernel``)."""
+    return any(fn is k for k in _STEP_KERNELS.values())

@@ -4,7 +4,7 @@ or ``{"skipped": reason}`` when this Warp build cannot compile for that architec
 
     python -m tests.cuda_codegen cartpole --arch 90
     python -m tests.cuda_codegen cartpole hide_and_seek --arch 90 --cache .wpcache   # a kernel cache to carry
-    python -m tests.cuda_codegen hide_and_seek --solver-layout block   # the solver a block of lanes per world
+    python -m tests.cuda_codegen hide_and_seek --solver-variants block,world:128   # other builds of the solver
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import ecs
 import envs
 from ecs.fusion import build_fused, why_not_fusable
 from ecs.graph import TaskGraph
+from systems import physics
 
 
 def cuda_modules(env: ecs.EnvSpec) -> dict[str, wp.Module]:
@@ -40,6 +41,13 @@ def cuda_modules(env: ecs.EnvSpec) -> dict[str, wp.Module]:
     return modules
 
 
+def compile_module(module: wp.Module, args: argparse.Namespace, tmp: str) -> None:
+    if args.cache:  # the cache's own layout; cubin, which a driver older than the toolkit needs
+        wp.compile_aot_module(module, arch=args.arch, use_ptx=False)
+    else:
+        wp.compile_aot_module(module, arch=args.arch, module_dir=tmp, use_ptx=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("env", nargs="+", choices=envs.names())
@@ -51,9 +59,17 @@ def main() -> None:
         "machine and set WARP_CACHE_PATH=DIR there, and the first BatchSim loads them instead of compiling "
         "(hide-and-seek: about 80 s on an H100 machine)",
     )
-    parser.add_argument("--solver-layout", help="the env's solver_layout (hide-and-seek: world or block)")
+    parser.add_argument(
+        "--solver-variants",
+        default="",
+        help="also build the physics solver as LAYOUT[:REGISTERS],... (PhysicsConfig.solver_layout and "
+        "solver_registers), e.g. block,world:128,block:128, for gpu-report's solver stage",
+    )
     args = parser.parse_args()
-    overrides = {} if args.solver_layout is None else {"solver_layout": args.solver_layout}
+    variants = []
+    for item in filter(None, args.solver_variants.split(",")):
+        layout, _, registers = item.partition(":")
+        variants.append(physics.solver_system(layout, int(registers) if registers else None).fn.module)
     if args.cache:
         os.environ["WARP_CACHE_PATH"] = os.path.abspath(args.cache)  # read by wp.init()
     wp.init()
@@ -64,12 +80,12 @@ def main() -> None:
     compiled = {}
     with tempfile.TemporaryDirectory() as tmp:
         for env_name in args.env:
-            for name, module in sorted(cuda_modules(envs.make(env_name, **overrides)).items()):
-                if args.cache:  # the cache's own layout; cubin, which a driver older than the toolkit needs
-                    wp.compile_aot_module(module, arch=args.arch, use_ptx=False)
-                else:
-                    wp.compile_aot_module(module, arch=args.arch, module_dir=tmp, use_ptx=True)
+            for name, module in sorted(cuda_modules(envs.make(env_name)).items()):
+                compile_module(module, args, tmp)
                 compiled[name] = len(module.kernels)
+        for module in variants:
+            compile_module(module, args, tmp)
+            compiled[module.name] = len(module.kernels)
     print(json.dumps({"arch": args.arch, "modules": compiled}))
 
 

@@ -52,7 +52,7 @@ def test_cuda_kernels_compile_for_sm90(name):
         assert {"systems.solver", "systems.collision", "systems.raycast", "envs.hide_and_seek.kernels"} <= set(modules)
 
 
-def test_the_block_solver_compiles_for_sm90():
-    """hide-and-seek with ``solver_layout: block``: the solver a block of lanes per world (tiles, barriers)."""
-    modules = codegen("hide_and_seek", "--solver-layout", "block")["modules"]
-    assert any(name.startswith("step_bodies_block") for name in modules), modules
+def test_the_solver_variants_compile_for_sm90():
+    """The solver a block of lanes per world (tiles, barriers) with its registers capped (``__maxnreg__``)."""
+    modules = codegen("cartpole", "--solver-variants", "block:128")["modules"]
+    assert any(name.startswith("step_bodies_block_r128") for name in modules), modules

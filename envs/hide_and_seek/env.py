@@ -163,6 +163,7 @@ class HideAndSeekConfig:
         True  # lidar a thread per ray, visibility per target (same results; see raycast.sensor_systems)
     )
     solver_layout: str = "world"  # the solver a thread per world, or "block": 32 lanes per world (same results)
+    solver_registers: int | None = None  # CUDA: the solver's registers per thread capped (32..255; same results)
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
     fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)
@@ -205,6 +206,8 @@ class HideAndSeekConfig:
             raise ValueError("lidar_rays, physics_substeps and max_episode_steps must be >= 1")
         if self.solver_layout not in physics.SOLVER_LAYOUTS:
             raise ValueError(f"solver_layout must be one of {list(physics.SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
+        if physics.solver_registers_problem(self.solver_registers):
+            raise ValueError(f"solver_registers {physics.solver_registers_problem(self.solver_registers)}")
         if not 0 < self.view_cone_degrees <= 360:
             raise ValueError(f"view_cone_degrees must be in (0, 360], got {self.view_cone_degrees}")
         if any(not (math.isfinite(v) and v > 0) for v in (*self.elongated_box_scale, *self.ramp_size)):
@@ -529,6 +532,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         max_contacts=256,
         max_joints=NUM_AGENTS,
         solver_layout=cfg.solver_layout,
+        solver_registers=cfg.solver_registers,
     )
     agent = ecs.Archetype(
         "agent",

@@ -192,6 +192,17 @@ def test_without_cpu_blocks_the_block_kernel_runs_one_lane_with_the_same_result(
     assert_same(state(world), state(block), "one lane")
 
 
+def test_a_register_cap_gives_the_same_result():
+    """``solver_registers``: a kernel of its own (``__maxnreg__`` on CUDA), the same arithmetic on CPU."""
+    world = scene.build(SCENES["heap 0"](), PhysicsConfig(max_bodies=16))
+    capped = scene.build(SCENES["heap 0"](), PhysicsConfig(max_bodies=16, solver_registers=128))
+    assert [t.name for t in capped.graph.tasks if t.phase == ecs.Phase.COLLIDE] == ["step_bodies_r128"]
+    for _ in range(20):
+        world.step()
+        capped.step()
+    assert_same(state(world), state(capped), "registers 128")
+
+
 def test_the_layout_is_a_config_choice():
     solver = [s for s in physics.systems(PhysicsConfig(solver_layout="block")) if s.phase == ecs.Phase.COLLIDE]
     assert [(s.name, s.block_dim) for s in solver] == [("step_bodies_block", SOLVER_LANES)]
@@ -208,3 +219,15 @@ def test_the_layout_is_a_config_choice():
         physics.with_solver(envs.make("cartpole"), layout="block")
     with pytest.raises(ecs.ConfigError, match=r"solver layout must be one of"):
         physics.with_solver(envs.make("hide_and_seek"), layout="wide")
+    spec = physics.with_solver(envs.make("hide_and_seek"), layout="block", registers=96)
+    assert [(s.name, s.block_dim) for s in spec.systems if s.phase == ecs.Phase.COLLIDE] == [
+        ("step_bodies_block_r96", SOLVER_LANES)
+    ]
+    assert physics.solver_system("block", 96).fn is physics.solver_system("block", 96).fn  # built once
+    for bad in (16, 256, 128.0, True):
+        with pytest.raises(ecs.ConfigError, match=r"solver_registers must be None or an int in \[32, 255\]"):
+            PhysicsConfig(solver_registers=bad)
+    with pytest.raises(ecs.ConfigError, match=r"solver registers must be None or an int in \[32, 255\]"):
+        physics.with_solver(envs.make("hide_and_seek"), layout="world", registers=8)
+    with pytest.raises(ecs.ConfigError, match=r"solver_registers must be None or an int in \[32, 255\]"):
+        envs.make("hide_and_seek", solver_registers=300)
