@@ -407,23 +407,36 @@ def collide_polyhedron_plane(c: Contacts, poses: Poses, world: int, a: int, b: i
             emit(c, poses, world, a, b, v, v - np_ * dist, -np_, -dist)
 
 
+# The world-frame vertices of a polyhedron (rows past ``num_vertices`` unused), found once per pair: the
+# separating-axis tests project them on up to 15 axes, and the contact faces' edges reuse them.
+Vertices = wp.types.matrix(shape=(8, 3), dtype=wp.float32)
+
+
 @wp.func
-def project(poses: Poses, world: int, i: int, n: wp.vec3) -> wp.vec2:
-    """(min, max) of polyhedron ``i`` projected on ``n``."""
+def world_vertices(poses: Poses, world: int, i: int) -> Vertices:
+    out = Vertices()
+    for k in range(num_vertices(poses.shape[world, i])):
+        out[k] = world_vertex(poses, world, i, k)
+    return out
+
+
+@wp.func
+def project(vertices: Vertices, count: int, n: wp.vec3) -> wp.vec2:
+    """(min, max) of the first ``count`` of a polyhedron's world ``vertices`` projected on ``n``."""
     lo = wp.float32(BIG)
     hi = wp.float32(-BIG)
-    for k in range(num_vertices(poses.shape[world, i])):
-        p = wp.dot(world_vertex(poses, world, i, k), n)
+    for k in range(count):
+        p = wp.dot(vertices[k], n)
         lo = wp.min(lo, p)
         hi = wp.max(hi, p)
     return wp.vec2(lo, hi)
 
 
 @wp.func
-def axis_overlap(poses: Poses, world: int, a: int, b: int, n: wp.vec3) -> wp.vec2:
-    """(overlap of a and b along n, +1 if b lies on the +n side of a else -1)."""
-    pa = project(poses, world, a, n)
-    pb = project(poses, world, b, n)
+def axis_overlap(va: Vertices, count_a: int, vb: Vertices, count_b: int, n: wp.vec3) -> wp.vec2:
+    """(overlap of polyhedra a and b (their world vertices) along n, +1 if b lies on the +n side of a else -1)."""
+    pa = project(va, count_a, n)
+    pb = project(vb, count_b, n)
     forward = pa[1] - pb[0]
     backward = pb[1] - pa[0]
     if forward <= backward:
@@ -477,6 +490,8 @@ def face_edge_crossings(
     world: int,
     a: int,
     b: int,
+    va: Vertices,
+    vb: Vertices,
     n: wp.vec3,
     top_a: float,
     low_b: float,
@@ -484,7 +499,8 @@ def face_edge_crossings(
     first: int,
 ):
     """Where an edge of A's contact face crosses an edge of B's, seen along ``n``: the corners of the
-    contact polygon that are vertices of neither solid (two offset boxes resting on each other)."""
+    contact polygon that are vertices of neither solid (two offset boxes resting on each other).
+    ``va``, ``vb``: the world vertices of A and B."""
     sa = poses.shape[world, a]
     sb = poses.shape[world, b]
     # Edges within this distance of the contact plane belong to the contact faces.
@@ -494,12 +510,12 @@ def face_edge_crossings(
     )
     v = wp.cross(n, u)
     for i in range(num_edges(sa)):
-        a0 = world_vertex(poses, world, a, edge_vertex(sa, i, 0))
-        a1 = world_vertex(poses, world, a, edge_vertex(sa, i, 1))
+        a0 = va[edge_vertex(sa, i, 0)]
+        a1 = va[edge_vertex(sa, i, 1)]
         if top_a - wp.dot(a0, n) <= near and top_a - wp.dot(a1, n) <= near:
             for j in range(num_edges(sb)):
-                b0 = world_vertex(poses, world, b, edge_vertex(sb, j, 0))
-                b1 = world_vertex(poses, world, b, edge_vertex(sb, j, 1))
+                b0 = vb[edge_vertex(sb, j, 0)]
+                b1 = vb[edge_vertex(sb, j, 1)]
                 if wp.dot(b0, n) - low_b <= near and wp.dot(b1, n) - low_b <= near:
                     da = a1 - a0
                     db = b1 - b0
@@ -528,19 +544,23 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
     sb = poses.shape[world, b]
     qa = poses.rotation[world, a]
     qb = poses.rotation[world, b]
+    va = world_vertices(poses, world, a)
+    vb = world_vertices(poses, world, b)
+    count_a = num_vertices(sa)
+    count_b = num_vertices(sb)
     best = wp.float32(BIG)
     best_n = wp.vec3(0.0, 0.0, 1.0)
     best_ea = wp.int32(-1)
     best_eb = wp.int32(-1)
     for i in range(num_axes(sa)):
         n = wp.quat_rotate(qa, axis_direction(sa, poses.size[world, a], i))
-        ov = axis_overlap(poses, world, a, b, n)
+        ov = axis_overlap(va, count_a, vb, count_b, n)
         if ov[0] < best:
             best = ov[0]
             best_n = n * ov[1]
     for i in range(num_axes(sb)):
         n = wp.quat_rotate(qb, axis_direction(sb, poses.size[world, b], i))
-        ov = axis_overlap(poses, world, a, b, n)
+        ov = axis_overlap(va, count_a, vb, count_b, n)
         if ov[0] < best:
             best = ov[0]
             best_n = n * ov[1]
@@ -555,7 +575,7 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
             ln = wp.length(n)
             if ln > 1.0e-4:
                 n = n / ln
-                ov = axis_overlap(poses, world, a, b, n)
+                ov = axis_overlap(va, count_a, vb, count_b, n)
                 # Faces win ties: edge axes often repeat a face axis and give fewer contacts.
                 if ov[0] < best and ov[0] < best_face - 1.0e-4:
                     best = ov[0]
@@ -567,21 +587,21 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
     n = best_n
     if best_ea < 0:
         first = c.count[world]
-        top_a = project(poses, world, a, n)[1]
-        low_b = project(poses, world, b, n)[0]
-        for k in range(num_vertices(sb)):
-            v = world_vertex(poses, world, b, k)
+        top_a = project(va, count_a, n)[1]
+        low_b = project(vb, count_b, n)[0]
+        for k in range(count_b):
+            v = vb[k]
             if inside_with_margin(poses, world, a, v, margin):
                 depth = top_a - wp.dot(v, n)
                 if depth > -margin:
                     emit(c, poses, world, a, b, v + n * depth, v, n, depth)
-        for k in range(num_vertices(sa)):
-            v = world_vertex(poses, world, a, k)
+        for k in range(count_a):
+            v = va[k]
             if inside_with_margin(poses, world, b, v, margin):
                 depth = wp.dot(v, n) - low_b
                 if depth > -margin and not already_touching(c, poses, world, b, first, v - n * depth, n):
                     emit(c, poses, world, a, b, v, v - n * depth, n, depth)
-        face_edge_crossings(c, poses, world, a, b, n, top_a, low_b, margin, first)
+        face_edge_crossings(c, poses, world, a, b, va, vb, n, top_a, low_b, margin, first)
         return
     ea = wp.quat_rotate(qa, edge_direction(sa, poses.size[world, a], best_ea))
     eb = wp.quat_rotate(qb, edge_direction(sb, poses.size[world, b], best_eb))
@@ -589,10 +609,10 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
     ib = supporting_edge(poses, world, b, eb, n, -1.0)
     if ia < 0 or ib < 0:
         return
-    a0 = world_vertex(poses, world, a, edge_vertex(sa, ia, 0))
-    a1 = world_vertex(poses, world, a, edge_vertex(sa, ia, 1))
-    b0 = world_vertex(poses, world, b, edge_vertex(sb, ib, 0))
-    b1 = world_vertex(poses, world, b, edge_vertex(sb, ib, 1))
+    a0 = va[edge_vertex(sa, ia, 0)]
+    a1 = va[edge_vertex(sa, ia, 1)]
+    b0 = vb[edge_vertex(sb, ib, 0)]
+    b1 = vb[edge_vertex(sb, ib, 1)]
     st = segment_segment(a0, a1, b0, b1)
     pa = a0 + (a1 - a0) * st[0]
     pb = b0 + (b1 - b0) * st[1]
