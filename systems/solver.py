@@ -215,6 +215,14 @@ class ContactLastFriction:
 
 
 @ecs.component
+class ContactLevel:
+    """Solver scratch, by order position like ``ContactOrder``: at the first manifold of a level (``find_levels``),
+    twice the order position where the level ends, plus 1 if two of its manifolds move one body."""
+
+    value: wp.int32
+
+
+@ecs.component
 class ContactMoveA:
     """Solver scratch: the translation [m], world frame, that the manifold starting at this row gives body A
     in a Jacobi step of its level or in the warm start, kept until the moves of every manifold are summed
@@ -253,6 +261,7 @@ CONTACT_SCRATCH_COMPONENTS = (
     ContactLastOffsetB,
     ContactLastImpulse,
     ContactLastFriction,
+    ContactLevel,
     ContactMoveA,
     ContactTurnA,
     ContactMoveB,
@@ -484,6 +493,33 @@ def next_level(
     if end - first > 1:
         shared = level_shares_a_body(bodies, c, order, world, first, end)
     return end, shared
+
+
+@wp.func
+def find_levels(
+    bodies: Bodies,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    height: wp.array2d[wp.float32],
+    levels: wp.array2d[wp.int32],
+    world: int,
+    manifolds: int,
+):
+    """Writes each level of the ordered manifolds (``next_level``) at its first order position, for ``level_at``:
+    found once per substep for the warm start and every pass."""
+    first = wp.int32(0)
+    while first < manifolds:
+        end, shared = next_level(bodies, c, order, height, world, first, manifolds)
+        levels[world, first] = end * 2 + wp.where(shared, 1, 0)
+        first = end
+
+
+@wp.func
+def level_at(levels: wp.array2d[wp.int32], world: int, first: int):
+    """The level that starts at order position ``first`` (``find_levels``): its end, and whether two of its
+    manifolds move one body."""
+    value = levels[world, first]
+    return value / 2, value % 2 == 1
 
 
 @wp.func
@@ -1105,6 +1141,7 @@ SolverContacts = ecs.bundle(
         ("contact_last_offset_b", wp.vec3),
         ("contact_last_impulse", wp.float32),
         ("contact_last_friction", wp.vec3),
+        ("contact_level", wp.int32),
         ("contact_move_a", wp.vec3),
         ("contact_turn_a", wp.vec3),
         ("contact_move_b", wp.vec3),
@@ -1158,7 +1195,7 @@ def warm_corrections(
     impulse: wp.array2d[wp.float32],
     friction: wp.array2d[wp.vec3],
     order: wp.array2d[wp.int32],
-    height: wp.array2d[wp.float32],
+    levels: wp.array2d[wp.int32],
     world: int,
     count: int,
     manifolds: int,
@@ -1170,17 +1207,23 @@ def warm_corrections(
     and the move those give each body, kept at the manifold's first row (``warm_start``), not applied."""
     first = wp.int32(0)
     while first < manifolds:
-        level_end, cold = next_level(bodies, c, order, height, world, first, manifolds)
+        level_end, cold = level_at(levels, world, first)
         for m in range(first + (lane - first % lanes + lanes) % lanes, level_end, lanes):
             k = order[world, m]
             e = manifold_end(c, world, k, count)
             a = c.body_a[world, k]
             b = c.body_b[world, k]
-            # The pair's manifold of the substep before.
+            # The pair's manifold of the substep before: where the pair's rows start now, most often (the
+            # narrowphase finds the same pairs in the same order), else found by a scan.
             j = wp.int32(0)
             je = wp.int32(0)
             if cold:
                 j = last_count
+            elif k < last_count and last.body_a[world, k] == a and last.body_b[world, k] == b:
+                if k == 0:  # noqa: SIM114 (Warp evaluates every operand of `or`: row k - 1 must exist)
+                    j = k
+                elif last.body_a[world, k - 1] != a or last.body_b[world, k - 1] != b:
+                    j = k
             while j < last_count:
                 je = j + 1
                 while (
@@ -1283,7 +1326,7 @@ def warm_start(
     impulse: wp.array2d[wp.float32],
     friction: wp.array2d[wp.vec3],
     order: wp.array2d[wp.int32],
-    height: wp.array2d[wp.float32],
+    levels: wp.array2d[wp.int32],
     world: int,
     count: int,
     manifolds: int,
@@ -1301,7 +1344,7 @@ def warm_start(
     no longer holds (accumulated impulses go down to zero).
     """
     warm_corrections(
-        bodies, splits, c, last, impulse, friction, order, height, world, count, manifolds, last_count, 0, 1
+        bodies, splits, c, last, impulse, friction, order, levels, world, count, manifolds, last_count, 0, 1
     )
     apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
 
@@ -1468,6 +1511,7 @@ def _step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
             manifolds = wp.int32(0)
             if lane == 0:
                 manifolds = order_manifolds(bodies, c, order, contact_out.contact_height, world, count, gravity)
+                find_levels(bodies, c, order, contact_out.contact_height, contact_out.contact_level, world, manifolds)
             if wp.static(block):
                 manifolds = block_share(manifolds)
             warm_corrections(
@@ -1478,7 +1522,7 @@ def _step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
                 impulse,
                 friction,
                 order,
-                contact_out.contact_height,
+                contact_out.contact_level,
                 world,
                 count,
                 manifolds,
@@ -1517,7 +1561,7 @@ def _step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
                     # steps, so the body settles on both supports whichever is listed first, and a
                     # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
                     # and each is solved on its own (on a lane of its own in step_bodies_block).
-                    last, jacobi = next_level(bodies, c, order, contact_out.contact_height, world, first, manifolds)
+                    last, jacobi = level_at(contact_out.contact_level, world, first)
                     if jacobi:
                         if lane == 0:
                             count_level_splits(bodies, splits, c, order, world, first, last, up)

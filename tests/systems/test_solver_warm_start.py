@@ -30,12 +30,14 @@ def warm_one_world(
     friction: wp.array2d[wp.vec3],
     order: wp.array2d[wp.int32],
     height: wp.array2d[wp.float32],
+    levels: wp.array2d[wp.int32],
     count: int,
     last_count: int,
 ):
     world = wp.tid()
     manifolds = solver.order_manifolds(bodies, c, order, height, world, count, GRAVITY)
-    solver.warm_start(bodies, splits, c, before, impulse, friction, order, height, world, count, manifolds, last_count)
+    solver.find_levels(bodies, c, order, height, levels, world, manifolds)
+    solver.warm_start(bodies, splits, c, before, impulse, friction, order, levels, world, count, manifolds, last_count)
 
 
 def row_on_floor(device: str, xs: tuple[float, ...]):
@@ -68,7 +70,7 @@ def rotate_by(q: np.ndarray, dq: np.ndarray) -> np.ndarray:
 
 
 def order_columns(contact: dict) -> list[wp.array]:
-    return [contact["contact_order"], contact["contact_height"]]
+    return [contact["contact_order"], contact["contact_height"], contact["contact_level"]]
 
 
 def run(sim, shift: np.ndarray, last_impulse: np.ndarray, last_friction: np.ndarray, *, reverse_last: bool = False):
