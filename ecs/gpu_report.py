@@ -227,10 +227,6 @@ def stage_solver(args: argparse.Namespace) -> dict:
     import torch
     import warp as wp
 
-    import envs
-    from ecs import BatchSim
-    from systems import physics
-
     # On CPU a block's lanes run side by side only with cooperative blocks (else one lane per world).
     wp.config.enable_cpu_blocks = True
     counts = [4] if args.quick else [1024, 16384, 65536]
@@ -247,8 +243,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
             label = layout if registers is None else f"{layout}, {registers} registers"
             t0 = time.perf_counter()
             try:
-                spec = physics.with_solver(envs.make("hide_and_seek"), layout=layout, registers=registers)
-                sim = BatchSim(spec, n, device=args.device, seed=2)
+                sim = _sim("hide_and_seek", n, args.device, seed=2, solver_layout=layout, solver_registers=registers)
             except Exception as e:  # e.g. out of memory at the largest counts
                 result["rows"].append({"num_worlds": n, "layout": label, "error": f"{type(e).__name__}: {e}"[:300]})
                 _say(f"solver {label} {n} worlds: {result['rows'][-1]['error']}")
