@@ -116,6 +116,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
             raycast.ReachTarget,
             *raycast.lidar_components(cfg.lidar_rays),
             raycast.visible_component(bodies),
+            raycast.reach_gap_component(bodies),
             Holding,
         ),
         capacity=kernels.NUM_AGENTS,

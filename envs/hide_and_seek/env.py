@@ -50,8 +50,9 @@ during preparation; it acts on the visibility and reach targets sensed with the 
 locker from the world's RNG when several agents lock an object at once); PHYSICS ``find_pairs``;
 COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET ``reset_level``,
 ``begin_episode_stats``; SENSE ``cast_lidar_rays``,
-``observe_visibility_targets``, ``find_reach_targets``; OBSERVE ``observe_agents``. (With ``wide_sensors``
-False, lidar and visibility run as ``cast_lidar`` and ``observe_visibility``, a thread per agent; with
+``observe_visibility_targets``, ``measure_reach``, ``pick_reach_targets``; OBSERVE ``observe_agents``. (With
+``wide_sensors`` False, lidar, visibility and reach run as ``cast_lidar``, ``observe_visibility`` and
+``find_reach_targets``, a thread per agent; with
 ``solver_layout`` "block", the solver runs as ``step_bodies_block``, 32 lanes per world.)
 """
 
@@ -160,7 +161,7 @@ class HideAndSeekConfig:
     physics_substeps: int = 8  # XPBD substeps per step (0.0094 s each); 4 left held boxes up to 7 cm deep in others
     gravity: float = -50.0  # m/s^2 (OpenAI's)
     wide_sensors: bool = (
-        True  # lidar a thread per ray, visibility per target (same results; see raycast.sensor_systems)
+        True  # lidar a thread per ray, visibility and reach per target (same results; see raycast.sensor_systems)
     )
     solver_layout: str = "world"  # the solver a thread per world, or "block": 32 lanes per world (same results)
     solver_registers: int | None = None  # CUDA: the solver's registers per thread capped (32..255; same results)
@@ -544,6 +545,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
             LockPressed,
             *raycast.lidar_components(cfg.lidar_rays),
             raycast.visible_component(max_bodies),
+            raycast.reach_gap_component(max_bodies),
         ),
         capacity=NUM_AGENTS,
         doc="agent slots: hiders 0..2, seekers 3..5; alive = the slot is in use",

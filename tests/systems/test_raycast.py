@@ -182,6 +182,7 @@ def sensor_env(wide: bool = False) -> ecs.EnvSpec:
             raycast.BodyRow,
             *raycast.lidar_components(NUM_RAYS),
             raycast.visible_component(CFG.max_bodies),
+            raycast.reach_gap_component(CFG.max_bodies),
             raycast.ReachTarget,
             locking.Team,
             locking.LockRequest,
@@ -194,8 +195,8 @@ def sensor_env(wide: bool = False) -> ecs.EnvSpec:
         archetypes=[agent],
         extra_systems=[
             ecs.System(locking.lock_bodies, ecs.Phase.ACT, dim="world"),
-            ecs.System(raycast.find_reach_targets, ecs.Phase.REWARD),
-            *raycast.sensor_systems(wide=wide)[:2],
+            *raycast.sensor_systems(wide=wide, phase=ecs.Phase.REWARD)[2:],  # reach
+            *raycast.sensor_systems(wide=wide)[:2],  # lidar, visibility
         ],
         resources=raycast.default_resources(lidar_range=5.0, reach_distance=0.3),
     )
@@ -310,8 +311,9 @@ def test_a_locked_body_acts_static_and_only_its_team_unlocks_it():
 
 
 def test_wide_sensors_equal_the_per_agent_ones_bit_for_bit():
-    """Hide-and-seek with lidar per ray and visibility per target against a thread per agent: 24 procedural
-    worlds, random actions, resets included; every array of the state is identical."""
+    """Hide-and-seek with lidar per ray, visibility and reach per target against a thread per agent: 24
+    procedural worlds, random actions, resets included; every array of the state but the wide reach sensor's
+    scratch is identical."""
     import torch
 
     import envs
@@ -329,10 +331,13 @@ def test_wide_sensors_equal_the_per_agent_ones_bit_for_bit():
         states.append(sim.state_dict()["arrays"])
         names = [t.name for t in sim.graph.tasks]
         assert ("cast_lidar_rays" in names) == wide and ("cast_lidar" in names) != wide
+        assert ("measure_reach" in names) == wide and ("find_reach_targets" in names) != wide
     assert states[0].keys() == states[1].keys()
     for key in states[0]:
-        np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
+        if key != "table/agent/reach_gap":
+            np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
     assert (states[0]["table/agent/lidar"] > 0).any()
+    assert (states[0]["table/agent/reach_target"] >= 0).any()  # agents had things in reach
 
 
 def test_wide_sensors_refuse_two_archetypes_with_the_columns():
