@@ -32,6 +32,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -109,9 +110,12 @@ def _timed(fn, steps: int, repeats: int, device: str, window_s: float | None = N
     return statistics.median(times)
 
 
+_PARTIAL = threading.Lock()  # one writer of a stage's result at a time (the solver stage's watchdog is a thread)
+
+
 def _partial(args: argparse.Namespace, result: dict) -> None:
     """Writes a stage's result so far; the orchestrator keeps it if the stage runs out of time."""
-    with open(os.path.join(args.out, f"stage_{args.stage}.json"), "w") as f:
+    with _PARTIAL, open(os.path.join(args.out, f"stage_{args.stage}.json"), "w") as f:
         json.dump(result, f, default=str)
 
 
@@ -232,19 +236,27 @@ def stage_solver(args: argparse.Namespace) -> dict:
     counts = [4] if args.quick else [1024, 16384, 65536]
     steps, repeats, window = (3, 2, None) if args.quick else (30, 3, 1.0)
     # (layout, registers per thread): a thread or a block of lanes per world, the registers as the compiler
-    # takes them (255) or capped, so more threads fit on an SM at the price of spills to local memory.
-    variants = [("world", None), ("block", None), ("world", 128)]
+    # takes them (255) or capped, so more threads fit on an SM at the price of spills to local memory. The
+    # thread-per-world variants go first: the block solver has never run on a GPU, and should it hang, the
+    # watchdog below ends the stage with what was measured before it.
+    variants = [("world", None), ("world", 128), ("block", None)]
     if not args.quick:
-        variants += [("block", 128), ("world", 96)]
+        variants += [("world", 96), ("block", 128)]
     result: dict[str, Any] = {"rows": [], "identical": {}}
-    for n in counts:
-        digests = {}
-        for layout, registers in variants:
-            label = layout if registers is None else f"{layout}, {registers} registers"
+    digests: dict[int, dict[str, list[str]]] = {n: {} for n in counts}
+    for layout, registers in variants:
+        label = layout if registers is None else f"{layout}, {registers} registers"
+        for n in counts:
+            # A variant that does not finish in this long is taken to hang (a kernel the GPU never returns
+            # from): the row says so, and the stage ends with the rows before it.
+            watchdog = threading.Timer(args.variant_timeout_s, _hung, (args, result, n, label))
+            watchdog.daemon = True
+            watchdog.start()
             t0 = time.perf_counter()
             try:
                 sim = _sim("hide_and_seek", n, args.device, seed=2, solver_layout=layout, solver_registers=registers)
             except Exception as e:  # e.g. out of memory at the largest counts
+                watchdog.cancel()
                 result["rows"].append({"num_worlds": n, "layout": label, "error": f"{type(e).__name__}: {e}"[:300]})
                 _say(f"solver {label} {n} worlds: {result['rows'][-1]['error']}")
                 continue
@@ -254,20 +266,31 @@ def stage_solver(args: argparse.Namespace) -> dict:
                 for key, value in _random_actions(sim, gen).items():
                     sim.actions[key].copy_(value)
                 sim.step()
-            digests[label] = [hashlib.sha256(a.numpy().tobytes()).hexdigest() for a in sim.tables["body"].values()]
+            digests[n][label] = [hashlib.sha256(a.numpy().tobytes()).hexdigest() for a in sim.tables["body"].values()]
             per_step = _timed(sim.step, steps, repeats, args.device, window)
+            watchdog.cancel()
             result["rows"].append(
                 {"num_worlds": n, "layout": label, "us_per_step": per_step * 1e6, "env_steps_per_s": n / per_step}
             )
             _say(f"solver {label} {n} worlds: built in {built:.1f} s, {per_step * 1e6:.1f} us/step")
+            if "world" in digests[n] and label != "world":
+                result["identical"].setdefault(str(n), {})[label] = digests[n][label] == digests[n]["world"]
             _partial(args, result)
             del sim
-        if "world" in digests:
-            result["identical"][str(n)] = {
-                label: d == digests["world"] for label, d in digests.items() if label != "world"
-            }
-            _partial(args, result)
     return result
+
+
+def _hung(args: argparse.Namespace, result: dict, n: int, label: str) -> None:
+    """The solver stage's watchdog: records that variant ``label`` at ``n`` worlds did not finish, and ends the stage."""
+    result["rows"].append(
+        {"num_worlds": n, "layout": label, "error": f"did not finish in {args.variant_timeout_s:g} s (hangs?)"}
+    )
+    _say(f"solver {label} {n} worlds: {result['rows'][-1]['error']}; the stage ends here")
+    _partial(args, result)
+    _PARTIAL.acquire()  # held until the exit: the stage's own thread writes nothing after this
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the measured rows stand; a --resume does not run the hanging variant again
 
 
 def _run(cmd: list[str], timeout: float) -> dict:
@@ -444,8 +467,9 @@ def stage_registers(args: argparse.Namespace) -> dict:
 
     solvers = (("world", None), ("block", None), ("world", 128), ("world", 96))
     sims = [_sim("hide_and_seek", 64, args.device, solver_layout=lay, solver_registers=r) for lay, r in solvers]
-    for sim in sims:
-        sim.step()
+    for sim, (layout, _) in zip(sims, solvers, strict=True):
+        if layout == "world":  # building loads every module; the block solver is stepped in the solver stage only
+            sim.step()
     cuda = ctypes.CDLL("libcuda.so.1")
     attrs = {"max_threads_per_block": 0, "local_bytes": 3, "registers": 4}
     rows = []
@@ -652,6 +676,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=520.0, help="total seconds for all stages (default 520)")
     parser.add_argument("--quick", action="store_true", help="toy sizes (for CPU tests)")
     parser.add_argument("--force-tests", action="store_true", help="run the tests stage on CPU too")
+    parser.add_argument(
+        "--variant-timeout-s",
+        type=float,
+        default=120.0,
+        help="solver stage: a variant that takes longer is recorded as hanging and ends the stage (default 120)",
+    )
     parser.add_argument("--stage", help=argparse.SUPPRESS)  # internal: run one stage in this process
     args = parser.parse_args(argv)
     if args.device is None:
@@ -685,6 +715,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         cmd = [sys.executable, "-m", "ecs.gpu_report", "--out", args.out, "--device", args.device, "--stage", name]
         cmd += ["--quick"] * args.quick + ["--force-tests"] * args.force_tests
+        cmd += ["--variant-timeout-s", str(args.variant_timeout_s)]
         log = os.path.join(args.out, "logs", f"{name}.log")
         os.makedirs(os.path.dirname(log), exist_ok=True)
         t0 = time.perf_counter()

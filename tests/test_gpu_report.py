@@ -34,7 +34,7 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
     assert "step_bodies" in report["stages"]["hide_and_seek"]["result"]["profile"]
     solver = report["stages"]["solver"]["result"]
-    assert [r["layout"] for r in solver["rows"]] == ["world", "block", "world, 128 registers"]
+    assert [r["layout"] for r in solver["rows"]] == ["world", "world, 128 registers", "block"]
     assert solver["identical"] == {"4": {"block": True, "world, 128 registers": True}}
     benches = report["stages"]["envs"]["result"]
     assert set(benches) >= {"cartpole", "escape_room", "foraging", "hide_and_seek", "predator_prey"}
@@ -48,6 +48,19 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--resume", "--stages", "identity,device")
     assert p.returncode == 0 and "identity ..." not in p.stderr  # already done: not run again
     assert json.loads((out / "report.json").read_text())["stages"]["identity"]["seconds"] == before
+
+
+def test_a_solver_variant_that_hangs_ends_its_stage_with_what_was_measured(tmp_path):
+    """The watchdog of the solver stage: past ``--variant-timeout-s`` a variant is recorded as hanging and the
+    stage ends, done (a resumed run does not try it again)."""
+    out = tmp_path / "report"
+    p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", "solver", "--variant-timeout-s", "0.5")
+    assert p.returncode == 0, p.stderr
+    entry = json.loads((out / "report.json").read_text())["stages"]["solver"]
+    assert entry["status"] == "ok"
+    rows = entry["result"]["rows"]
+    assert rows[-1]["error"] == "did not finish in 0.5 s (hangs?)" and rows[-1]["layout"] == "world", rows
+    assert "did not finish" in (out / "report.md").read_text()
 
 
 def test_a_failing_stage_is_recorded_and_the_run_goes_on(tmp_path):
