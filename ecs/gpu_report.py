@@ -10,7 +10,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | ``device`` | GPU name, driver, Warp and torch versions |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
-| ``solver`` | hide-and-seek's step time with the solver a thread per world and a block of lanes per world (``solver_layout``), with the registers per thread as compiled and capped (``solver_registers``), at 1k..64k worlds, and whether all give the same state |
+| ``solver`` | hide-and-seek's step time with the solver a thread per world and a block of lanes per world (``solver_layout``), with the registers per thread as compiled and capped (``solver_registers``), with the tables stored world by world and interleaved (``interleave_worlds``), at 1k..64k worlds, and whether all give the same state |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``envs`` | ``python -m ecs bench`` of every registered env at 1k and 16k worlds |
 | ``registers`` | registers, local memory and max threads per block of the hide-and-seek kernels, read from the CUDA driver |
@@ -54,7 +54,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # -- stages (each runs in a child process and returns a JSON-able dict) ----------------------------------
 
 
-def _sim(env_name: str, num_worlds: int, device: str, seed: int = 0, **overrides: Any):
+def _sim(env_name: str, num_worlds: int, device: str, seed: int = 0, interleave_worlds: bool = False, **overrides: Any):
     import importlib
 
     import warp as wp
@@ -63,7 +63,7 @@ def _sim(env_name: str, num_worlds: int, device: str, seed: int = 0, **overrides
     from .sim import BatchSim
 
     env = importlib.import_module("envs").make(env_name, **overrides)
-    return BatchSim(env, num_worlds, device=device, seed=seed)
+    return BatchSim(env, num_worlds, device=device, seed=seed, interleave_worlds=interleave_worlds)
 
 
 def _random_actions(sim, gen) -> dict:
@@ -235,17 +235,18 @@ def stage_solver(args: argparse.Namespace) -> dict:
     wp.config.enable_cpu_blocks = True
     counts = [4] if args.quick else [1024, 16384, 65536]
     steps, repeats, window = (3, 2, None) if args.quick else (30, 3, 1.0)
-    # (layout, registers per thread): a thread or a block of lanes per world, the registers as the compiler
-    # takes them (255) or capped, so more threads fit on an SM at the price of spills to local memory. The
-    # thread-per-world variants go first: the block solver has never run on a GPU, and should it hang, the
-    # watchdog below ends the stage with what was measured before it.
-    variants = [("world", None), ("world", 128), ("block", None)]
+    # (layout, registers per thread, worlds interleaved): a thread or a block of lanes per world, the registers
+    # as the compiler takes them (255) or capped, so more threads fit on an SM at the price of spills to local
+    # memory, and the tables stored world by world or row by row (BatchSim(interleave_worlds=True): a warp's
+    # threads read adjacent addresses). The thread-per-world variants go first: the block solver has never run
+    # on a GPU, and should it hang, the watchdog below ends the stage with what was measured before it.
+    variants = [("world", None, False), ("world", None, True), ("world", 128, False), ("block", None, False)]
     if not args.quick:
-        variants += [("world", 96), ("block", 128)]
+        variants += [("world", 128, True), ("world", 96, False), ("block", 128, False)]
     result: dict[str, Any] = {"rows": [], "identical": {}}
     digests: dict[int, dict[str, list[str]]] = {n: {} for n in counts}
-    for layout, registers in variants:
-        label = layout if registers is None else f"{layout}, {registers} registers"
+    for layout, registers, interleave in variants:
+        label = layout + ("" if registers is None else f", {registers} registers") + (", interleaved" * interleave)
         for n in counts:
             # A variant that does not finish in this long is taken to hang (a kernel the GPU never returns
             # from): the row says so, and the stage ends with the rows before it.
@@ -254,7 +255,15 @@ def stage_solver(args: argparse.Namespace) -> dict:
             watchdog.start()
             t0 = time.perf_counter()
             try:
-                sim = _sim("hide_and_seek", n, args.device, seed=2, solver_layout=layout, solver_registers=registers)
+                sim = _sim(
+                    "hide_and_seek",
+                    n,
+                    args.device,
+                    seed=2,
+                    interleave_worlds=interleave,
+                    solver_layout=layout,
+                    solver_registers=registers,
+                )
             except Exception as e:  # e.g. out of memory at the largest counts
                 watchdog.cancel()
                 result["rows"].append({"num_worlds": n, "layout": label, "error": f"{type(e).__name__}: {e}"[:300]})

@@ -98,6 +98,12 @@ class BatchSim:
             Unfused, the world-local raw kernels (``System(world_local=True)``: physics, sensors)
             run on that many threads instead, by default up to one per 16 worlds; the step then
             launches eagerly (Python runs between launches), which costs nothing next to them.
+        interleave_worlds: store every table column row by row, row ``r`` of every world side by side
+            (``[capacity, num_worlds]`` in memory; ``sim.tables`` and ``sim.tensor`` are strided views indexed
+            ``[world, row]`` as ever). Kernels with a thread per world then read adjacent addresses on a GPU,
+            where the default layout (each world's rows together) makes every thread of a warp read its own
+            cache line. The results are the same bit for bit; which layout is faster is for measurement
+            (``python -m ecs gpu-report``). On CPU, one thread steps a world at a time, so the default suits it.
 
     Raises:
         EcsError: bad arguments, an invalid env spec or task graph, or a simulation that would not
@@ -125,8 +131,11 @@ class BatchSim:
         params: Mapping[str, Any] | None = None,
         fuse: bool | None = None,
         cpu_threads: int | None = None,
+        interleave_worlds: bool = False,
     ) -> None:
         _check_arguments(env, num_worlds, seed, world_offset, schedule_seed, capture, fuse, cpu_threads)
+        if interleave_worlds not in (True, False):
+            raise EcsError(f"interleave_worlds must be True or False, got {interleave_worlds!r}")
         env.validate()
         self.env = env
         self.num_worlds = int(num_worlds)
@@ -135,7 +144,9 @@ class BatchSim:
         self.world_offset = int(world_offset)
         is_cpu = self.device == "cpu"
         values = _param_values(env, params or {})
-        self.storage = Storage(env, self.num_worlds, self.device, values, self.seed, self.world_offset)
+        self.storage = Storage(
+            env, self.num_worlds, self.device, values, self.seed, self.world_offset, bool(interleave_worlds)
+        )
         self.graph = TaskGraph(env.systems, self.storage.layout, device_is_cpu=is_cpu, env_name=env.name)
         capacities = {a.name: a.capacity for a in env.archetypes}
         self.flags = ErrorFlags(self.storage.overflow, capacities, self.device)

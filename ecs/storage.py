@@ -53,7 +53,9 @@ class Storage:
 
     Attributes:
         layout: the schema the arrays follow.
-        tables: ``{archetype: {column: [num_worlds, capacity, *shape]}}``, engine columns included.
+        tables: ``{archetype: {column: [num_worlds, capacity, *shape]}}``, engine columns included. With
+            ``interleave_worlds`` each column is stored row by row (row ``r`` of every world side by side) and
+            this is a strided view of it, indexed the same way.
         overflow: ``{archetype: [failed spawns, first failing world]}``.
         singletons: ``{name: [num_worlds, *shape]}``.
         params: ``{name: [n]}``, world ``w`` reads entry ``w % n``.
@@ -64,18 +66,26 @@ class Storage:
     """
 
     def __init__(
-        self, env: EnvSpec, num_worlds: int, device: str, param_values: dict[str, np.ndarray], seed: int, offset: int
+        self,
+        env: EnvSpec,
+        num_worlds: int,
+        device: str,
+        param_values: dict[str, np.ndarray],
+        seed: int,
+        offset: int,
+        interleave_worlds: bool = False,
     ) -> None:
         self.env, self.num_worlds, self.device = env, num_worlds, device
+        self.interleave_worlds = interleave_worlds
         self.layout = make_layout(env)
         check_fits(self.memory(), device, num_worlds)
         W = num_worlds
         self.tables: dict[str, dict[str, wp.array]] = {}
         self.overflow: dict[str, wp.array] = {}
         for a in env.archetypes:
-            cols = {name: wp.zeros((W, a.capacity), dtype=wp.int32, device=device) for name in ENGINE_COLUMNS}
+            cols = {name: self._column(a.capacity, (), wp.int32) for name in ENGINE_COLUMNS}
             for c in a.components:
-                cols[c.name] = wp.zeros((W, a.capacity, *c.shape), dtype=c.dtype, device=device)
+                cols[c.name] = self._column(a.capacity, c.shape, c.dtype)
             self.tables[a.name] = cols
             self.overflow[a.name] = wp.array([0, INT32_MAX], dtype=wp.int32, device=device)
         self.singletons = {
@@ -93,6 +103,14 @@ class Storage:
         self.staging: dict[str, wp.array] = {}
         self.staging_steps = 0
         self.action_keys = sorted(env.actions)
+
+    def _column(self, capacity: int, shape: tuple[int, ...], dtype: Any) -> wp.array:
+        """A zeroed ``[num_worlds, capacity, *shape]`` table column; with ``interleave_worlds`` a view of a
+        ``[capacity, num_worlds, *shape]`` array, so that threads that each step a world read adjacent addresses."""
+        if not self.interleave_worlds:
+            return wp.zeros((self.num_worlds, capacity, *shape), dtype=dtype, device=self.device)
+        rows = wp.zeros((capacity, self.num_worlds, *shape), dtype=dtype, device=self.device)
+        return rows.transpose((1, 0, *range(2, 2 + len(shape))))
 
     def memory(self) -> dict[str, int]:
         """Bytes per archetype column, singleton and engine buffer (estimated, so known before allocation)."""

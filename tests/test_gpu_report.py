@@ -34,8 +34,8 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
     assert "step_bodies" in report["stages"]["hide_and_seek"]["result"]["profile"]
     solver = report["stages"]["solver"]["result"]
-    assert [r["layout"] for r in solver["rows"]] == ["world", "world, 128 registers", "block"]
-    assert solver["identical"] == {"4": {"block": True, "world, 128 registers": True}}
+    assert [r["layout"] for r in solver["rows"]] == ["world", "world, interleaved", "world, 128 registers", "block"]
+    assert solver["identical"] == {"4": {"world, interleaved": True, "block": True, "world, 128 registers": True}}
     benches = report["stages"]["envs"]["result"]
     assert set(benches) >= {"cartpole", "escape_room", "foraging", "hide_and_seek", "predator_prey"}
     assert all(r["rc"] == 0 and "world-steps/s" in r["tail"] for runs in benches.values() for r in runs)
