@@ -169,7 +169,15 @@ class SplitTurn:
     value: wp.vec3
 
 
-SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn)
+@ecs.component
+class SubstepReach:
+    """Solver scratch: how far any point of the body can move in the substep (``substep_reach``) [m], found once per
+    body for the narrowphase's speculative margins."""
+
+    value: wp.float32
+
+
+SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SubstepReach)
 
 
 @ecs.component
@@ -1117,6 +1125,7 @@ SolverMotion = ecs.bundle(
         ("split_count", wp.int32),
         ("split_move", wp.vec3),
         ("split_turn", wp.vec3),
+        ("substep_reach", wp.float32),
     ],
 )
 SolverPairs = ecs.bundle("SolverPairs", [("pair_body_a", wp.int32), ("pair_body_b", wp.int32)])
@@ -1461,6 +1470,10 @@ def _step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
             last_count = wp.where(_sub == 0, 0, world_contact_count_out[world])
             for k in range(lane, last_count, lanes):
                 keep_contact(c, before, impulse, friction, world, k)
+            for i in range(lane, nb, lanes):
+                body_out.substep_reach[world, i] = substep_reach(
+                    bodies, poses, world, i, h, gravity, body_in.force[world, i]
+                )
             if wp.static(block):
                 block_sync()
             if lane == 0:
@@ -1468,9 +1481,8 @@ def _step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
                 for k in range(world_pair_count_in[world]):
                     a = pair_in.pair_body_a[world, k]
                     b = pair_in.pair_body_b[world, k]
-                    reach_a = substep_reach(bodies, poses, world, a, h, gravity, body_in.force[world, a])
-                    reach_b = substep_reach(bodies, poses, world, b, h, gravity, body_in.force[world, b])
-                    collide(c, poses, world, a, b, contact_margin + reach_a + reach_b)
+                    margin = contact_margin + body_out.substep_reach[world, a] + body_out.substep_reach[world, b]
+                    collide(c, poses, world, a, b, margin)
             if wp.static(block):
                 block_sync()
             for i in range(lane, nb, lanes):
