@@ -817,6 +817,12 @@ def solve_level(
         apply_level(bodies, splits, c, order, world, first, last)
 
 
+@wp.func_native("#if defined(__CUDA_ARCH__)\nreturn false;\n#else\nreturn true;\n#endif\n")
+def on_cpu() -> bool:
+    """Whether this code runs on the CPU (a constant of each build: the compiler drops the other branch)."""
+    ...
+
+
 @wp.func
 def manifold_corrections(
     bodies: Bodies,
@@ -866,10 +872,16 @@ def manifold_corrections(
     # Per point (the first MAX_MANIFOLD): normal, depth, inverse mass, and the turn of each body per unit impulse.
     count = wp.min(end - start, MAX_MANIFOLD)  # points past the first MAX_MANIFOLD are left out
     # What the sweeps read of a point but can find again from its contact row (its normal, its arms at the
-    # anchors, the turn per unit impulse ``I^-1 (r x n)``) is recomputed there rather than kept: each kept row
-    # is 192 bytes of a GPU thread's local memory.
+    # anchors, the turn per unit impulse ``I^-1 (r x n)``) a GPU thread recomputes there rather than keeps: each
+    # kept row is 192 bytes of its local memory. A CPU thread, alone on its core's cache, keeps the arms and turns
+    # (the same values either way).
+    keep = on_cpu()
     arm_a = ManifoldRows()
     arm_b = ManifoldRows()
+    pos_a = ManifoldRows()
+    pos_b = ManifoldRows()
+    turn_a = ManifoldRows()
+    turn_b = ManifoldRows()
     slip0 = ManifoldRows()
     depth0 = ManifoldValues()
     inv_w = ManifoldValues()
@@ -883,6 +895,9 @@ def manifold_corrections(
         ob = c.offset_b[world, k]
         ra = rot_a * oa
         rb = rot_b * ob
+        if keep:
+            pos_a[i] = ra
+            pos_b[i] = rb
         reach_a = wp.max(reach_a, wp.length(ra))
         reach_b = wp.max(reach_b, wp.length(rb))
         # Motion of A's anchor relative to B's since the substep began.
@@ -895,6 +910,9 @@ def manifold_corrections(
         ub = ib * cb
         arm_a[i] = ca
         arm_b[i] = cb
+        if keep:
+            turn_a[i] = ua
+            turn_b[i] = ub
         depth0[i] = wp.dot((xa + ra) - (xb + rb), n)
         turning = wp.dot(ca, ua) + wp.dot(cb, ub)
         inv_w[i] = 1.0 / (ima + turning + imb)
@@ -948,9 +966,17 @@ def manifold_corrections(
                     impulse[world, start + i] = l_new
                     # The impulse dl n acts on B at rb and -dl n on A at ra.
                     dxa -= n * (dl * ima)
-                    dqa -= (ia * arm_a[i]) * dl
+                    ta = wp.vec3(0.0, 0.0, 0.0)
+                    tb = wp.vec3(0.0, 0.0, 0.0)
+                    if keep:
+                        ta = turn_a[i]
+                        tb = turn_b[i]
+                    else:
+                        ta = ia * arm_a[i]
+                        tb = ib * arm_b[i]
+                    dqa -= ta * dl
                     dxb += n * (dl * imb)
-                    dqb += (ib * arm_b[i]) * dl
+                    dqb += tb * dl
             if translating:
                 # The normal impulses moved the pair along the common normal only: their sum is what counts.
                 total = wp.float32(0.0)
@@ -965,8 +991,14 @@ def manifold_corrections(
                 lam = impulse[world, k]
                 if lam > 0.0 or wp.length_sq(f_old) > 0.0:
                     n = c.normal[world, k]
-                    ra = rot_a * c.offset_a[world, k]
-                    rb = rot_b * c.offset_b[world, k]
+                    ra = wp.vec3(0.0, 0.0, 0.0)
+                    rb = wp.vec3(0.0, 0.0, 0.0)
+                    if keep:
+                        ra = pos_a[i]
+                        rb = pos_b[i]
+                    else:
+                        ra = rot_a * c.offset_a[world, k]
+                        rb = rot_b * c.offset_b[world, k]
                     slip = slip0[i] + (dxa + wp.cross(dqa, ra)) - (dxb + wp.cross(dqb, rb))
                     slip = slip - n * wp.dot(slip, n)
                     size = wp.length(slip)
