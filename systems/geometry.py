@@ -217,7 +217,7 @@ def max_face_distance(shape: wp.int32, size: wp.vec3, p: wp.vec3) -> wp.vec2:
     best_i = wp.int32(0)
     if shape == BOX:
         # The face normals are the axes: n . p is one coordinate with a sign, exactly what the dot product gives.
-        for i in range(6):
+        for i in range(num_faces(shape)):
             s = wp.where((i % 2) == 0, -1.0, 1.0) * p[i / 2] - size[i / 2]
             if s > best:
                 best = s
