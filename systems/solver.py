@@ -143,6 +143,9 @@ class Bodies:
     prev_rotation: wp.array2d[wp.quat]
     linear_velocity: wp.array2d[wp.vec3]
     angular_velocity: wp.array2d[wp.vec3]
+    # Whether manifold_corrections keeps each point's arms and turns (the CPU build of step_bodies) or recomputes
+    # them (CUDA, where each kept row costs a thread 192 B of local memory; and a struct built outside it).
+    keep_rows: bool
 
 
 @ecs.component
@@ -875,7 +878,7 @@ def manifold_corrections(
     # anchors, the turn per unit impulse ``I^-1 (r x n)``) a GPU thread recomputes there rather than keeps: each
     # kept row is 192 bytes of its local memory. A CPU thread, alone on its core's cache, keeps the arms and turns
     # (the same values either way).
-    keep = on_cpu()
+    keep = bodies.keep_rows
     arm_a = ManifoldRows()
     arm_b = ManifoldRows()
     pos_a = ManifoldRows()
@@ -1407,7 +1410,7 @@ def block_share(value: int) -> int:
     return wp.tile_from_thread(shape=(1,), value=value, thread_idx=0)[0]
 
 
-def _step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
+def _step_kernel(block: bool, registers: int | None = None, recompute: bool = False) -> wp.Kernel:
     """``step_bodies`` (one thread per world) or, with ``block``, ``step_bodies_block`` (a block of lanes per
     world), from one source. The block's lanes keep and prepare contact rows, integrate bodies, warm-start
     manifolds, solve the manifolds of a level (each its own, or its Jacobi corrections) and update velocities
@@ -1458,6 +1461,9 @@ def _step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
         bodies.prev_rotation = body_out.prev_rotation
         bodies.linear_velocity = body_out.linear_velocity
         bodies.angular_velocity = body_out.angular_velocity
+        bodies.keep_rows = on_cpu()
+        if wp.static(recompute):
+            bodies.keep_rows = False
         splits = Splits()
         splits.count = body_out.split_count
         splits.move = body_out.split_move
@@ -1687,10 +1693,11 @@ def _step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
         for k in range(lane, contact_out.alive.shape[1], lanes):
             contact_out.alive[world, k] = wp.where(k < count, 1, 0)
 
-    if block or registers is not None:
+    if block or registers is not None or recompute:
         # A module of its own, built for blocks of SOLVER_LANES where lanes are asked for (what ahead-of-time and
         # register reports compile), and only where an env asks for this kernel.
         name = "step_bodies" + ("_block" if block else "") + ("" if registers is None else f"_r{registers}")
+        name += "_recompute" if recompute else ""
         options = {"block_dim": SOLVER_LANES, "enable_backward": False} if block else {"enable_backward": False}
         return wp.kernel(step_bodies, name=name, module="unique", module_options=options, cuda_max_registers=registers)
     return wp.kernel(step_bodies, name="step_bodies")
@@ -1698,16 +1705,20 @@ def _step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
 
 step_bodies = _step_kernel(block=False)
 step_bodies_block = _step_kernel(block=True)
-_STEP_KERNELS: dict[tuple[bool, int | None], wp.Kernel] = {(False, None): step_bodies, (True, None): step_bodies_block}
+_STEP_KERNELS: dict[tuple[bool, int | None, bool], wp.Kernel] = {
+    (False, None, False): step_bodies,
+    (True, None, False): step_bodies_block,
+}
 
 
-def step_kernel(block: bool, registers: int | None = None) -> wp.Kernel:
+def step_kernel(block: bool, registers: int | None = None, recompute: bool = False) -> wp.Kernel:
     """The solver's kernel: a block of ``SOLVER_LANES`` lanes per world or a thread per world, with at most
     ``registers`` registers per thread on CUDA (``__maxnreg__``; None: as many as the compiler takes, up to 255).
     The same result bit for bit on CPU; on CUDA a cap trades registers for local memory, so more threads fit
     on an SM: which is faster is for measurement (``python -m ecs gpu-report``, stage ``solver``). Built once
-    per choice, each capped one in a module of its own."""
-    key = (bool(block), registers)
+    per choice, each capped one in a module of its own. ``recompute`` (for tests): the CPU build recomputes what a
+    GPU thread recomputes rather than keeps (see ``manifold_corrections``), so that path runs on CPU too."""
+    key = (bool(block), registers, bool(recompute))
     if key not in _STEP_KERNELS:
         _STEP_KERNELS[key] = _step_kernel(*key)
     return _STEP_KERNELS[key]

@@ -15,6 +15,7 @@ threads.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ import warp as wp
 
 import ecs
 import envs
-from systems import physics
+from systems import physics, solver
 from systems.geometry import ShapeType
 from systems.physics import BodySpec, PhysicsConfig
 from systems.rigid_body import Response
@@ -190,6 +191,34 @@ def test_without_cpu_blocks_the_block_kernel_runs_one_lane_with_the_same_result(
         world.step()
         block.step()
     assert_same(state(world), state(block), "one lane")
+
+
+def test_the_rows_a_gpu_thread_recomputes_give_what_the_cpu_keeps():
+    """``manifold_corrections`` keeps each point's arms and turns on the CPU and recomputes them on CUDA (less local
+    memory); ``step_kernel(recompute=True)`` runs the CUDA path on the CPU, which must give the same result."""
+    kernel = solver.step_kernel(False, None, recompute=True)
+    assert solver.is_step_kernel(kernel) and kernel is not solver.step_bodies
+
+    def swapped(spec: ecs.EnvSpec) -> ecs.EnvSpec:
+        system = ecs.System(kernel, ecs.Phase.COLLIDE, dim="world", world_local=True)
+        return replace(spec, systems=[system if s.name == "step_bodies" else s for s in spec.systems])
+
+    for name in ("heap 1", "pyramid shuffled, touching"):
+        cfg = PhysicsConfig(max_bodies=16)
+        kept = scene.build(SCENES[name](), cfg)
+        recomputed = ecs.BatchSim(swapped(scene.make_env(cfg)), 1, device="cpu")
+        physics.load_scene(recomputed, SCENES[name]())
+        for _ in range(30):
+            kept.step()
+            recomputed.step()
+        assert_same(state(kept), state(recomputed), name)
+    spec = envs.make("hide_and_seek", prep_fraction=0.0, objects_turn_only_about_z=False)  # boxes that tilt
+    sims = [ecs.BatchSim(s, 3, device="cpu", seed=3) for s in (spec, swapped(spec))]
+    gens = [torch.Generator().manual_seed(5) for _ in sims]
+    for _ in range(25):
+        for sim, gen in zip(sims, gens, strict=True):
+            random_play(sim, gen)
+    assert_same(state(sims[0]), state(sims[1]), "hide-and-seek")
 
 
 def test_a_register_cap_gives_the_same_result():
