@@ -211,20 +211,21 @@ def edge_direction(shape: wp.int32, size: wp.vec3, i: wp.int32) -> wp.vec3:
 
 
 @wp.func
+def along_face_normal(shape: wp.int32, size: wp.vec3, i: wp.int32, v: wp.vec3) -> float:
+    """``face_normal(shape, size, i) . v``. A box's face normals are the axes, so for a box this is one coordinate of
+    ``v`` with a sign, exactly what the dot product gives, without building the normal."""
+    if shape == BOX:
+        return wp.where((i % 2) == 0, -1.0, 1.0) * v[i / 2]
+    return wp.dot(face_normal(shape, size, i), v)
+
+
+@wp.func
 def max_face_distance(shape: wp.int32, size: wp.vec3, p: wp.vec3) -> wp.vec2:
     """(largest signed distance of body-frame point ``p`` to a face plane, that face's index)."""
     best = wp.float32(-BIG)
     best_i = wp.int32(0)
-    if shape == BOX:
-        # The face normals are the axes: n . p is one coordinate with a sign, exactly what the dot product gives.
-        for i in range(num_faces(shape)):
-            s = wp.where((i % 2) == 0, -1.0, 1.0) * p[i / 2] - size[i / 2]
-            if s > best:
-                best = s
-                best_i = i
-        return wp.vec2(best, float(best_i))
     for i in range(num_faces(shape)):
-        s = wp.dot(face_normal(shape, size, i), p) - face_offset(shape, size, i)
+        s = along_face_normal(shape, size, i, p) - face_offset(shape, size, i)
         if s > best:
             best = s
             best_i = i

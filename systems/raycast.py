@@ -39,12 +39,11 @@ import ecs
 
 from .geometry import (
     BIG,
-    BOX,
     CAPSULE,
     PLANE,
     SPHERE,
+    along_face_normal,
     bounding_radius,
-    face_normal,
     face_offset,
     num_faces,
 )
@@ -142,41 +141,14 @@ def ray_capsule_local(o: wp.vec3, d: wp.vec3, r: float, hl: float) -> float:
 
 
 @wp.func
-def ray_box_local(size: wp.vec3, o: wp.vec3, d: wp.vec3) -> float:
-    """``ray_convex_local`` for a box of half extents ``size``: its face normals are the axes, so ``n . o`` and
-    ``n . d`` are one coordinate with a sign, which is exactly what the dot products give (for finite ``o``, ``d``)."""
-    near = wp.float32(-BIG)
-    far = wp.float32(BIG)
-    for i in range(num_faces(BOX)):  # not unrolled: six copies inlined into every ray cast cost registers
-        axis = i / 2
-        s = wp.where((i % 2) == 0, -1.0, 1.0)
-        gap = size[axis] - s * o[axis]  # >= 0 when o is inside this face's half-space
-        denom = s * d[axis]
-        if wp.abs(denom) < 1.0e-12:
-            if gap < 0.0:
-                return BIG
-        else:
-            t = gap / denom
-            if denom < 0.0:
-                near = wp.max(near, t)
-            else:
-                far = wp.min(far, t)
-    if near > far or far < 0.0:
-        return BIG
-    return wp.max(near, 0.0)
-
-
-@wp.func
 def ray_convex_local(shape: wp.int32, size: wp.vec3, o: wp.vec3, d: wp.vec3) -> float:
     """Ray against the intersection of a shape's face half-spaces (boxes, wedges, planes)."""
-    if shape == BOX:
-        return ray_box_local(size, o, d)
     near = wp.float32(-BIG)
     far = wp.float32(BIG)
     for i in range(num_faces(shape)):
-        n = face_normal(shape, size, i)
-        gap = face_offset(shape, size, i) - wp.dot(n, o)  # >= 0 when o is inside this face's half-space
-        denom = wp.dot(n, d)
+        # >= 0 when o is inside this face's half-space
+        gap = face_offset(shape, size, i) - along_face_normal(shape, size, i, o)
+        denom = along_face_normal(shape, size, i, d)
         if wp.abs(denom) < 1.0e-12:
             if gap < 0.0:
                 return BIG
