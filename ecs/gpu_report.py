@@ -559,6 +559,13 @@ def stage_tests(args: argparse.Namespace) -> dict:
     cmd += ["--continue-on-collection-errors", "-rfE", f"--junitxml={xml}"]  # the GPU image lacks some test extras
     if args.quick:
         cmd += ["tests/test_gpu_report.py", "--co"]
+    else:
+        try:  # the cases side by side in several processes (the serial run did not finish in 300 s on an H100)
+            import xdist  # noqa: F401
+
+            cmd += ["-n", str(min(6, os.cpu_count() or 1))]
+        except ImportError:
+            pass
     out = _run(cmd, 300)
     out.update(_junit_failures(xml))
     return out
