@@ -234,6 +234,10 @@ class System:
             always; on CPU only where ``wp.config.enable_cpu_blocks`` is set when the simulation is built
             (Warp then runs the lanes as cooperative fibers), else with one lane per block, so such a
             kernel strides its loops by ``wp.block_dim()``.
+        cuda: another raw-kernel system that runs in this one's place when the simulation is built on a CUDA
+            device: the same phase and the same parameters, computing the same thing in another launch shape
+            (say a block of lanes per world where the CPU build runs a thread per world). It must not itself
+            have a ``cuda`` system.
     """
 
     def __init__(
@@ -245,6 +249,7 @@ class System:
         dim: str | Callable[[Any], int | tuple[int, ...]] | None = None,
         world_local: bool = False,
         block_dim: int | None = None,
+        cuda: System | None = None,
     ) -> None:
         if isinstance(fn, wp.Kernel):
             self.is_func = False
@@ -277,6 +282,13 @@ class System:
         self.world_local = bool(world_local)
         self.block_dim = block_dim
         self.accesses = [parse_param(p, t) for p, t in self.param_types.items()]
+        if cuda is not None:
+            _check_cuda_variant(self, cuda)
+        self.cuda = cuda
+
+    def on(self, device_is_cpu: bool) -> System:
+        """The system that runs on a CPU (``device_is_cpu``) or a CUDA build: itself, or its ``cuda`` system."""
+        return self if device_is_cpu or self.cuda is None else self.cuda
 
     @property
     def is_entity_wise(self) -> bool:
@@ -287,6 +299,31 @@ class System:
 
     def __repr__(self) -> str:
         return f"System({self.name!r}, {self.phase.name})"
+
+
+def _check_cuda_variant(system: System, cuda: Any) -> None:
+    """``cuda`` may replace ``system`` on CUDA: a raw-kernel system of the same phase and parameters."""
+    where = f"system {system.name!r}: cuda="
+    if not isinstance(cuda, System):
+        raise GraphError(f"{where} must be an ecs.System, got {type(cuda).__name__}")
+    if system.is_func or cuda.is_func:
+        raise GraphError(f"{where}{cuda.name!r}: only raw-kernel systems have CUDA variants; drop cuda=")
+    if cuda.cuda is not None:
+        raise GraphError(f"{where}{cuda.name!r} has a cuda= system of its own; give the variant none")
+    if cuda.phase != system.phase:
+        raise GraphError(
+            f"{where}{cuda.name!r} runs in {cuda.phase.name}, the system in {system.phase.name}; give both one phase"
+        )
+    if list(cuda.param_types) != list(system.param_types) or cuda.accesses != system.accesses:
+        raise GraphError(
+            f"{where}{cuda.name!r} takes parameters {list(cuda.param_types)}, the system "
+            f"{list(system.param_types)}; a variant must take the same parameters in the same order and types"
+        )
+    if cuda.world_local != system.world_local or cuda.dim != system.dim:
+        raise GraphError(
+            f"{where}{cuda.name!r} has dim={cuda.dim!r}, world_local={cuda.world_local}, the system "
+            f"dim={system.dim!r}, world_local={system.world_local}; a variant must launch over the same indices"
+        )
 
 
 def system(

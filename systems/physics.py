@@ -51,8 +51,10 @@ from .rigid_body import BODY_COMPONENTS, JOINT_COMPONENTS, Response
 wp.set_module_options({"enable_backward": False})
 
 # PhysicsConfig.solver_layout: the solver a thread per world or a block of lanes per world (the same result bit for
-# bit; which is faster is measured).
-SOLVER_LAYOUTS = ("world", "block")
+# bit), or "auto": a thread per world on CPU, a block per world on CUDA. On an H100 the block ran hide-and-seek's
+# step 12x as fast as a thread per world at 1,024 worlds and 1.8x at 65,536 (examples/benchmarks/results/gpu); on
+# CPU a block's lanes take turns on one core.
+SOLVER_LAYOUTS = ("auto", "world", "block")
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,9 @@ class PhysicsConfig:
     max_pairs: int = 256  # broadphase candidate pairs per world
     max_contacts: int = 256  # contacts per world
     max_joints: int = 4  # fixed joints per world
-    # "world": step_bodies, a thread per world; "block": step_bodies_block, solver.SOLVER_LANES lanes per world
-    solver_layout: str = "world"
+    # "world": step_bodies, a thread per world; "block": step_bodies_block, solver.SOLVER_LANES lanes per world;
+    # "auto": "world" on CPU, "block" on CUDA
+    solver_layout: str = "auto"
     # CUDA: at most this many registers per thread of the solver (32..255; None: the compiler's choice). A cap
     # spills to local memory but fits more threads on an SM; the same result bit for bit on CPU.
     solver_registers: int | None = None
@@ -145,13 +148,19 @@ def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
 
 def solver_system(layout: str, registers: int | None = None) -> ecs.System:
     """The solver's system: ``step_bodies`` for layout "world", ``step_bodies_block`` (``solver.SOLVER_LANES``
-    lanes per world, a tiled launch) for "block"; with ``registers``, capped at that many registers per thread
-    on CUDA (``step_bodies_r128``, ...; see ``PhysicsConfig.solver_registers``)."""
+    lanes per world, a tiled launch) for "block", the first with the second as its CUDA variant for "auto"; with
+    ``registers``, capped at that many registers per thread on CUDA (``step_bodies_r128``, ...; see
+    ``PhysicsConfig.solver_registers``)."""
     if layout not in SOLVER_LAYOUTS:
         raise ecs.ConfigError(f"solver layout must be one of {list(SOLVER_LAYOUTS)}, got {layout!r}")
     registers_problem = solver_registers_problem(registers)
     if registers_problem:
         raise ecs.ConfigError(f"solver registers {registers_problem}")
+    if layout == "auto":
+        block = solver_system("block", registers)
+        return ecs.System(
+            solver.step_kernel(False, registers), ecs.Phase.COLLIDE, dim="world", world_local=True, cuda=block
+        )
     block = layout == "block"
     kernel = solver.step_kernel(block, registers)
     lanes = solver.SOLVER_LANES if block else None

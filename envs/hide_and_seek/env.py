@@ -53,7 +53,8 @@ COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET
 ``observe_visibility_targets``, ``measure_reach``, ``pick_reach_targets``; OBSERVE ``observe_agents``. (With
 ``wide_sensors`` False, lidar, visibility and reach run as ``cast_lidar``, ``observe_visibility`` and
 ``find_reach_targets``, a thread per agent; with
-``solver_layout`` "block", the solver runs as ``step_bodies_block``, 32 lanes per world.)
+``solver_layout`` "block", and on CUDA with the default "auto", the solver runs as ``step_bodies_block``, 32 lanes
+per world.)
 """
 
 from __future__ import annotations
@@ -163,7 +164,9 @@ class HideAndSeekConfig:
     wide_sensors: bool = (
         True  # lidar a thread per ray, visibility and reach per target (same results; see raycast.sensor_systems)
     )
-    solver_layout: str = "world"  # the solver a thread per world, or "block": 32 lanes per world (same results)
+    # The solver a thread per world ("world"), 32 lanes per world ("block"), or "auto": "world" on CPU and "block"
+    # on CUDA (the same results; physics.SOLVER_LAYOUTS)
+    solver_layout: str = "auto"
     solver_registers: int | None = None  # CUDA: the solver's registers per thread capped (32..255; same results)
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments

@@ -1256,3 +1256,41 @@ def test_handles_from_func_systems_go_stale():
         assert live.tolist() == [1, 1, 1] and gen[:, 0].tolist() == [1, 2, 3]
         sim.step({"kill": torch.tensor([1, 0, 0], dtype=torch.int32)})
         assert live.tolist() == [0, 1, 1]
+
+
+def test_a_cuda_variant_runs_in_a_cuda_build_and_is_checked_when_made():
+    from ecs.graph import TaskGraph
+
+    cuda = ecs.System(reset_mark_early_return, ecs.Phase.RESET, dim="world")
+    both = ecs.System(reset_mark_nested, ecs.Phase.RESET, dim="world", cuda=cuda)
+    assert both.on(True) is both and both.on(False) is cuda and cuda.on(False) is cuda
+    env = _mark_env(reset_mark_nested)
+    env.systems = [*env.systems[:2], both]
+    sim = ecs.BatchSim(env, 3, device="cpu")
+    reset = [t for t in sim.graph.tasks if t.phase == ecs.Phase.RESET]
+    assert [t.kernel.key for t in reset] == ["reset_mark_nested"]
+    graph = TaskGraph(env.systems, sim.storage.layout, device_is_cpu=False, env_name=env.name)
+    assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.RESET] == ["reset_mark_early_return"]
+    # the variant's reads and writes are the system's
+    cpu_graph = TaskGraph(env.systems, sim.storage.layout, device_is_cpu=True, env_name=env.name)
+    assert [(t.reads, t.writes) for t in graph.tasks] == [(t.reads, t.writes) for t in cpu_graph.tasks]
+
+    bad = {
+        "must be an ecs.System, got Kernel": reset_mark_early_return,
+        "runs in PHYSICS, the system in RESET; give both one phase": ecs.System(
+            reset_mark_early_return, ecs.Phase.PHYSICS, dim="world"
+        ),
+        "takes parameters \\['world_mark_out'\\], the system \\['world_reset_in', 'world_mark_out'\\]": ecs.System(
+            reset_mark_no_flag, ecs.Phase.RESET, dim="world"
+        ),
+        "has dim='entity', world_local=False, the system dim='world'": ecs.System(
+            reset_mark_early_return, ecs.Phase.RESET, dim="entity"
+        ),
+        "has a cuda= system of its own": both,
+        "only raw-kernel systems have CUDA variants": ecs.System(count_mark, ecs.Phase.RESET),
+    }
+    for message, variant in bad.items():
+        with pytest.raises(ecs.GraphError, match=message):
+            ecs.System(reset_mark_nested, ecs.Phase.RESET, dim="world", cuda=variant)
+    with pytest.raises(ecs.GraphError, match="only raw-kernel systems have CUDA variants"):
+        ecs.System(count_mark, ecs.Phase.PHYSICS, cuda=cuda)

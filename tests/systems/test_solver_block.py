@@ -240,9 +240,9 @@ def test_the_layout_is_a_config_choice():
     spec = physics.with_solver(spec, layout="world")
     names = {s.name for s in spec.systems}
     assert "step_bodies" in names and "step_bodies_block" not in names
-    with pytest.raises(ecs.ConfigError, match=r"solver_layout must be one of \['world', 'block'\], got 'warp'"):
+    with pytest.raises(ecs.ConfigError, match=r"solver_layout must be one of \['auto', 'world', 'block'\], got 'warp'"):
         PhysicsConfig(solver_layout="warp")
-    with pytest.raises(ValueError, match=r"solver_layout must be one of \['world', 'block'\], got 'tiles'"):
+    with pytest.raises(ValueError, match=r"solver_layout must be one of \['auto', 'world', 'block'\], got 'tiles'"):
         envs.make("hide_and_seek", solver_layout="tiles")
     with pytest.raises(ecs.ConfigError, match=r"env 'cartpole' has no solver system to lay out"):
         physics.with_solver(envs.make("cartpole"), layout="block")
@@ -260,3 +260,37 @@ def test_the_layout_is_a_config_choice():
         physics.with_solver(envs.make("hide_and_seek"), layout="world", registers=8)
     with pytest.raises(ecs.ConfigError, match=r"solver_registers must be None or an int in \[32, 255\]"):
         envs.make("hide_and_seek", solver_registers=300)
+
+
+def test_the_auto_layout_runs_a_thread_per_world_on_cpu_and_a_block_on_cuda():
+    """The default, "auto": ``step_bodies`` in a CPU build, ``step_bodies_block`` (its CUDA variant) in a CUDA one."""
+    from ecs.graph import TaskGraph
+
+    assert PhysicsConfig().solver_layout == "auto"
+    auto = physics.solver_system("auto")
+    assert (auto.name, auto.block_dim, auto.cuda.name, auto.cuda.block_dim) == (
+        "step_bodies",
+        None,
+        "step_bodies_block",
+        SOLVER_LANES,
+    )
+    capped = physics.solver_system("auto", 128)
+    assert (capped.name, capped.cuda.name) == ("step_bodies_r128", "step_bodies_block_r128")
+    spec = envs.make("hide_and_seek", max_episode_steps=8)
+    sim = ecs.BatchSim(spec, 2, device="cpu", seed=0)
+    layout = sim.storage.layout
+    collide = {True: [], False: []}
+    for is_cpu in (True, False):
+        graph = TaskGraph(spec.systems, layout, device_is_cpu=is_cpu, env_name=spec.name)
+        collide[is_cpu] = [(t.name, t.kernel.key) for t in graph.tasks if t.phase == ecs.Phase.COLLIDE]
+    assert [n for n, _ in collide[True]] == ["step_bodies"]
+    assert [n for n, _ in collide[False]] == ["step_bodies_block"]
+    assert [t.name for t in sim.graph.tasks if t.phase == ecs.Phase.COLLIDE] == ["step_bodies"]
+    # the same state as a sim built with the thread per world named
+    world = ecs.BatchSim(envs.make("hide_and_seek", max_episode_steps=8, solver_layout="world"), 2, device="cpu")
+    for _ in range(10):
+        sim.step()
+        world.step()
+    a, b = sim.state_dict()["arrays"], world.state_dict()["arrays"]
+    assert a.keys() == b.keys()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
