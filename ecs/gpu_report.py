@@ -10,7 +10,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | ``device`` | GPU name, driver, Warp and torch versions |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
-| ``solver`` | hide-and-seek's step time with the solver a thread per world and a block of lanes per world (``solver_layout``), with the registers per thread as compiled and capped (``solver_registers``), with the tables stored world by world and interleaved (``interleave_worlds``), at 1k..64k worlds, and whether all give the same state |
+| ``solver`` | hide-and-seek's step time with the solver a thread per world and a block of lanes per world (``solver_layout``), with the registers per thread as compiled and capped (``solver_registers``), with the tables stored world by world and interleaved (``interleave_worlds``), at 1k..64k worlds, whether all give the same state, and the share of each solver stage in both layouts at 1k and 16k worlds (``solver_timing``) |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``envs`` | ``python -m ecs bench`` of every registered env at 1k and 16k worlds |
 | ``registers`` | registers, local memory and max threads per block of the hide-and-seek kernels, read from the CUDA driver |
@@ -286,7 +286,41 @@ def stage_solver(args: argparse.Namespace) -> dict:
                 result["identical"].setdefault(str(n), {})[label] = digests[n][label] == digests[n]["world"]
             _partial(args, result)
             del sim
+    result["stages"] = []
+    for layout in ("world", "block"):
+        for n in counts[:2]:
+            result["stages"].append(_solver_stages(args, layout, n))
+            _partial(args, result)
     return result
+
+
+def _solver_stages(args: argparse.Namespace, layout: str, n: int) -> dict:
+    """Where the solver's time goes: hide-and-seek with ``solver_timing``, each stage's clock cycles (lane 0 of
+    every world, ``world.solver_cycles``) per world-step and as a share of the solver's cycles."""
+    import importlib
+
+    import torch
+
+    stages = importlib.import_module("systems.solver").SOLVER_STAGES
+    row: dict[str, Any] = {"num_worlds": n, "layout": layout}
+    try:
+        sim = _sim("hide_and_seek", n, args.device, seed=2, solver_layout=layout, solver_timing=True)
+    except Exception as e:
+        return row | {"error": f"{type(e).__name__}: {e}"[:300]}
+    gen = torch.Generator().manual_seed(1)
+    for key, value in _random_actions(sim, gen).items():
+        sim.actions[key].copy_(value)
+    sim.step()
+    cycles = sim.tensor("world", "solver_cycles")
+    cycles.zero_()
+    steps = 2 if args.quick else 5
+    for _ in range(steps):
+        sim.step()
+    total = cycles.to(torch.float64).sum(0).cpu().tolist()
+    row["cycles_per_world_step"] = {name: t / (n * steps) for name, t in zip(stages, total, strict=True)}
+    row["share"] = {name: t / max(sum(total), 1.0) for name, t in zip(stages, total, strict=True)}
+    _say(f"solver stages {layout} {n} worlds: " + ", ".join(f"{k} {v:.0%}" for k, v in row["share"].items()))
+    return row
 
 
 def _hung(args: argparse.Namespace, result: dict, n: int, label: str) -> None:
@@ -627,6 +661,16 @@ def _write(out: str, report: dict) -> None:
             lines += [
                 f"- {n} worlds: the same state as a thread per world: {same}" for n, same in result["identical"].items()
             ]
+            stage_rows = [r for r in result.get("stages", []) if "share" in r]
+            if stage_rows:
+                names = list(stage_rows[0]["share"])
+                lines += ["", "Solver stages, share of lane 0's clock cycles (`solver_timing`):", ""]
+                lines += ["| layout | num_worlds | " + " | ".join(names) + " | cycles per world-step |"]
+                lines += ["|---|---|" + "---|" * (len(names) + 1)]
+                for r in stage_rows:
+                    shares = " | ".join(f"{r['share'][k]:.1%}" for k in names)
+                    total = sum(r["cycles_per_world_step"].values())
+                    lines.append(f"| {r['layout']} | {r['num_worlds']} | {shares} | {total:,.0f} |")
         elif name == "identity" and entry["status"] == "ok":
             lines += [
                 f"- {env}: identical={r['identical']} ({r['num_worlds']} worlds, {r['steps']} steps)"

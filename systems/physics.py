@@ -80,6 +80,9 @@ class PhysicsConfig:
     # CUDA: at most this many registers per thread of the solver (32..255; None: the compiler's choice). A cap
     # spills to local memory but fits more threads on an SM; the same result bit for bit on CPU.
     solver_registers: int | None = None
+    # Lane 0 of each world counts the clock cycles of each stage of the solver into the ``solver_cycles``
+    # singleton (solver.SOLVER_STAGES): where a step's time goes on a GPU. The same results otherwise.
+    solver_timing: bool = False
 
     def __post_init__(self) -> None:
         for name in ("physics_dt",):
@@ -103,6 +106,8 @@ class PhysicsConfig:
         registers_problem = solver_registers_problem(self.solver_registers)
         if registers_problem:
             raise ecs.ConfigError(f"solver_registers {registers_problem}")
+        if not isinstance(self.solver_timing, bool):
+            raise ecs.ConfigError(f"solver_timing must be True or False, got {self.solver_timing!r}")
 
 
 def solver_registers_problem(registers: Any) -> str | None:
@@ -134,46 +139,54 @@ def archetypes(cfg: PhysicsConfig, *, body_extra: Sequence[ecs.Component] = ()) 
 
 
 def singletons() -> list[ecs.Component]:
-    """Per-world counters: ``pair_count`` and ``contact_count``."""
-    return [collision.PairCount, collision.ContactCount]
+    """Per-world counters: ``pair_count``, ``contact_count`` and the solver's ``solver_cycles``."""
+    return [collision.PairCount, collision.ContactCount, solver.SolverCycles]
 
 
 def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
     """``find_pairs`` (PHYSICS, a thread per world) and the solver (COLLIDE) in ``cfg.solver_layout``."""
     return [
         ecs.System(collision.find_pairs, ecs.Phase.PHYSICS, dim="world", world_local=True),
-        solver_system((cfg or PhysicsConfig()).solver_layout, (cfg or PhysicsConfig()).solver_registers),
+        solver_system(
+            (cfg or PhysicsConfig()).solver_layout,
+            (cfg or PhysicsConfig()).solver_registers,
+            timed=(cfg or PhysicsConfig()).solver_timing,
+        ),
     ]
 
 
-def solver_system(layout: str, registers: int | None = None) -> ecs.System:
+def solver_system(layout: str, registers: int | None = None, *, timed: bool = False) -> ecs.System:
     """The solver's system: ``step_bodies`` for layout "world", ``step_bodies_block`` (``solver.SOLVER_LANES``
     lanes per world, a tiled launch) for "block", the first with the second as its CUDA variant for "auto"; with
     ``registers``, capped at that many registers per thread on CUDA (``step_bodies_r128``, ...; see
-    ``PhysicsConfig.solver_registers``)."""
+    ``PhysicsConfig.solver_registers``); ``timed``, counting each stage's cycles (``PhysicsConfig.solver_timing``)."""
     if layout not in SOLVER_LAYOUTS:
         raise ecs.ConfigError(f"solver layout must be one of {list(SOLVER_LAYOUTS)}, got {layout!r}")
     registers_problem = solver_registers_problem(registers)
     if registers_problem:
         raise ecs.ConfigError(f"solver registers {registers_problem}")
     if layout == "auto":
-        block = solver_system("block", registers)
+        block = solver_system("block", registers, timed=timed)
         return ecs.System(
-            solver.step_kernel(False, registers), ecs.Phase.COLLIDE, dim="world", world_local=True, cuda=block
+            solver.step_kernel(False, registers, timed=timed),
+            ecs.Phase.COLLIDE,
+            dim="world",
+            world_local=True,
+            cuda=block,
         )
     block = layout == "block"
-    kernel = solver.step_kernel(block, registers)
+    kernel = solver.step_kernel(block, registers, timed=timed)
     lanes = solver.SOLVER_LANES if block else None
     return ecs.System(kernel, ecs.Phase.COLLIDE, dim="world", world_local=True, block_dim=lanes)
 
 
-def with_solver(spec: ecs.EnvSpec, *, layout: str, registers: int | None = None) -> ecs.EnvSpec:
+def with_solver(spec: ecs.EnvSpec, *, layout: str, registers: int | None = None, timed: bool = False) -> ecs.EnvSpec:
     """``spec`` with its solver's kernel swapped for the one of ``layout`` and ``registers`` (see
     ``PhysicsConfig.solver_layout`` and ``solver_registers``): to time them against each other, or to check one
     against another, in an env that builds its own ``PhysicsConfig``."""
     if not any(solver.is_step_kernel(getattr(s, "fn", None)) for s in spec.systems):
         raise ecs.ConfigError(f"env {spec.name!r} has no solver system to lay out")
-    new = solver_system(layout, registers)
+    new = solver_system(layout, registers, timed=timed)
     return replace(spec, systems=[new if solver.is_step_kernel(getattr(s, "fn", None)) else s for s in spec.systems])
 
 

@@ -182,6 +182,21 @@ class SubstepReach:
 
 SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SubstepReach)
 
+# The stages of a solver substep whose clock cycles a timed solver counts (``step_kernel(timed=True)``), in the
+# order of SolverCycles' entries: reach (keeping the substep before's contacts, each body's reach), narrowphase,
+# integrate, order (normal speeds, manifold order, levels), warm_start, joints, levels (the contact passes) and
+# velocities (velocity update and velocity pass).
+SOLVER_STAGES = ("reach", "narrowphase", "integrate", "order", "warm_start", "joints", "levels", "velocities")
+
+
+@ecs.component(singleton=True, shape=(len(SOLVER_STAGES),))
+class SolverCycles:
+    """Clock cycles a timed solver spent in each of its stages (``SOLVER_STAGES``), summed over the substeps and
+    steps since the column was last zeroed, counted by thread (lane) 0 of the world: the GPU's SM clock on CUDA,
+    the time-stamp counter on CPU. An untimed solver leaves it alone."""
+
+    value: wp.int64
+
 
 @ecs.component
 class ContactLastBodyA:
@@ -826,6 +841,22 @@ def on_cpu() -> bool:
     ...
 
 
+@wp.func_native(
+    "#if defined(__CUDA_ARCH__)\nreturn clock64();\n#else\nreturn (long long)__builtin_readcyclecounter();\n#endif\n"
+)
+def cycle_counter() -> wp.int64:
+    """A clock-cycle count: the SM's clock on CUDA, the time-stamp counter on CPU (for ``SolverCycles``)."""
+    ...
+
+
+@wp.func
+def lap(cycles: wp.array2d[wp.int64], world: int, stage: int, since: wp.int64) -> wp.int64:
+    """Adds the cycles since ``since`` to ``stage`` of ``world``'s ``SolverCycles``; returns the count now."""
+    now = cycle_counter()
+    cycles[world, stage] = cycles[world, stage] + (now - since)
+    return now
+
+
 @wp.func
 def manifold_corrections(
     bodies: Bodies,
@@ -1410,7 +1441,7 @@ def block_share(value: int) -> int:
     return wp.tile_from_thread(shape=(1,), value=value, thread_idx=0)[0]
 
 
-def _step_kernel(block: bool, registers: int | None = None, recompute: bool = False) -> wp.Kernel:
+def _step_kernel(block: bool, registers: int | None = None, recompute: bool = False, timed: bool = False) -> wp.Kernel:
     """``step_bodies`` (one thread per world) or, with ``block``, ``step_bodies_block`` (a block of lanes per
     world), from one source. The block's lanes keep and prepare contact rows, integrate bodies, warm-start
     manifolds, solve the manifolds of a level (each its own, or its Jacobi corrections) and update velocities
@@ -1438,6 +1469,7 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
         contact_out: SolverContacts,
         contact__overflow_out: wp.array[wp.int32],
         world_contact_count_out: wp.array[wp.int32],
+        world_solver_cycles_out: wp.array2d[wp.int64],
     ):
         """One physics step of every body of a world: substeps of integrate, collide, solve, update."""
         if wp.static(block):
@@ -1499,6 +1531,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
 
         nb = body_in.alive.shape[1]
         h = physics_dt / float(physics_substeps)
+        clock = wp.int64(0)  # the cycle count where the stage being timed began (``timed``)
+        if wp.static(timed):
+            clock = cycle_counter()
         for _sub in range(physics_substeps):
             # Speculative contacts: the narrowphase runs at the poses the substep starts from, with a
             # margin as wide as the pair can close during it, and the solve keeps the contact anchors
@@ -1514,6 +1549,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                 )
             if wp.static(block):
                 block_sync()
+            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
+                if lane == 0:
+                    clock = lap(world_solver_cycles_out, world, 0, clock)
             if lane == 0:
                 world_contact_count_out[world] = 0
                 for k in range(world_pair_count_in[world]):
@@ -1523,6 +1561,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                     collide(c, poses, world, a, b, margin)
             if wp.static(block):
                 block_sync()
+            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
+                if lane == 0:
+                    clock = lap(world_solver_cycles_out, world, 1, clock)
             for i in range(lane, nb, lanes):
                 if body_in.alive[world, i] != 0:
                     integrate(
@@ -1539,6 +1580,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                     )
             if wp.static(block):
                 block_sync()
+            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
+                if lane == 0:
+                    clock = lap(world_solver_cycles_out, world, 2, clock)
             count = world_contact_count_out[world]
             for k in range(lane, count, lanes):
                 a = contact_out.contact_body_a[world, k]
@@ -1564,6 +1608,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                 find_levels(bodies, c, order, contact_out.contact_height, contact_out.contact_level, world, manifolds)
             if wp.static(block):
                 manifolds = block_share(manifolds)
+            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
+                if lane == 0:
+                    clock = lap(world_solver_cycles_out, world, 3, clock)
             warm_corrections(
                 bodies,
                 splits,
@@ -1584,6 +1631,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                 block_sync()
             if lane == 0:
                 apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
+            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
+                if lane == 0:
+                    clock = lap(world_solver_cycles_out, world, 4, clock)
             for it in range(CONTACT_PASSES):
                 # Joints first in every pass, contacts after: a held body may lag its holder a little,
                 # but is never left driven into another body (whose push-back would become speed).
@@ -1601,6 +1651,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                             )
                 if wp.static(block):
                     block_sync()
+                if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
+                    if lane == 0:
+                        clock = lap(world_solver_cycles_out, world, 5, clock)
                 up = wp.vec3(0.0, 0.0, 0.0)
                 if it == CONTACT_PASSES - 1:
                     up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
@@ -1656,6 +1709,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                     if wp.static(block):
                         block_sync()
                     first = last
+                if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
+                    if lane == 0:
+                        clock = lap(world_solver_cycles_out, world, 6, clock)
             for i in range(lane, nb, lanes):
                 if body_in.alive[world, i] != 0 and movable(body_in.response[world, i], body_in.locked_by[world, i]):
                     body_out.linear_velocity[world, i] = (
@@ -1689,15 +1745,19 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                     k = e
             if wp.static(block):
                 block_sync()
+            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
+                if lane == 0:
+                    clock = lap(world_solver_cycles_out, world, 7, clock)
         count = world_contact_count_out[world]
         for k in range(lane, contact_out.alive.shape[1], lanes):
             contact_out.alive[world, k] = wp.where(k < count, 1, 0)
 
-    if block or registers is not None or recompute:
+    if block or registers is not None or recompute or timed:
         # A module of its own, built for blocks of SOLVER_LANES where lanes are asked for (what ahead-of-time and
         # register reports compile), and only where an env asks for this kernel.
         name = "step_bodies" + ("_block" if block else "") + ("" if registers is None else f"_r{registers}")
         name += "_recompute" if recompute else ""
+        name += "_timed" if timed else ""
         options = {"block_dim": SOLVER_LANES, "enable_backward": False} if block else {"enable_backward": False}
         return wp.kernel(step_bodies, name=name, module="unique", module_options=options, cuda_max_registers=registers)
     return wp.kernel(step_bodies, name="step_bodies")
@@ -1705,20 +1765,22 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
 
 step_bodies = _step_kernel(block=False)
 step_bodies_block = _step_kernel(block=True)
-_STEP_KERNELS: dict[tuple[bool, int | None, bool], wp.Kernel] = {
-    (False, None, False): step_bodies,
-    (True, None, False): step_bodies_block,
+_STEP_KERNELS: dict[tuple[bool, int | None, bool, bool], wp.Kernel] = {
+    (False, None, False, False): step_bodies,
+    (True, None, False, False): step_bodies_block,
 }
 
 
-def step_kernel(block: bool, registers: int | None = None, recompute: bool = False) -> wp.Kernel:
+def step_kernel(block: bool, registers: int | None = None, recompute: bool = False, timed: bool = False) -> wp.Kernel:
     """The solver's kernel: a block of ``SOLVER_LANES`` lanes per world or a thread per world, with at most
     ``registers`` registers per thread on CUDA (``__maxnreg__``; None: as many as the compiler takes, up to 255).
     The same result bit for bit on CPU; on CUDA a cap trades registers for local memory, so more threads fit
     on an SM: which is faster is for measurement (``python -m ecs gpu-report``, stage ``solver``). Built once
     per choice, each capped one in a module of its own. ``recompute`` (for tests): the CPU build recomputes what a
-    GPU thread recomputes rather than keeps (see ``manifold_corrections``), so that path runs on CPU too."""
-    key = (bool(block), registers, bool(recompute))
+    GPU thread recomputes rather than keeps (see ``manifold_corrections``), so that path runs on CPU too.
+    ``timed``: lane 0 of each world also counts the clock cycles of each stage into ``SolverCycles``, with the
+    same result otherwise."""
+    key = (bool(block), registers, bool(recompute), bool(timed))
     if key not in _STEP_KERNELS:
         _STEP_KERNELS[key] = _step_kernel(*key)
     return _STEP_KERNELS[key]

@@ -168,6 +168,7 @@ class HideAndSeekConfig:
     # on CUDA (the same results; physics.SOLVER_LAYOUTS)
     solver_layout: str = "auto"
     solver_registers: int | None = None  # CUDA: the solver's registers per thread capped (32..255; same results)
+    solver_timing: bool = False  # count each solver stage's clock cycles in world.solver_cycles (same results)
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
     fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)
@@ -212,6 +213,8 @@ class HideAndSeekConfig:
             raise ValueError(f"solver_layout must be one of {list(physics.SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
         if physics.solver_registers_problem(self.solver_registers):
             raise ValueError(f"solver_registers {physics.solver_registers_problem(self.solver_registers)}")
+        if not isinstance(self.solver_timing, bool):
+            raise ValueError(f"solver_timing must be true or false, got {self.solver_timing!r}")
         if not 0 < self.view_cone_degrees <= 360:
             raise ValueError(f"view_cone_degrees must be in (0, 360], got {self.view_cone_degrees}")
         if any(not (math.isfinite(v) and v > 0) for v in (*self.elongated_box_scale, *self.ramp_size)):
@@ -537,6 +540,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         max_joints=NUM_AGENTS,
         solver_layout=cfg.solver_layout,
         solver_registers=cfg.solver_registers,
+        solver_timing=cfg.solver_timing,
     )
     agent = ecs.Archetype(
         "agent",

@@ -294,3 +294,43 @@ def test_the_auto_layout_runs_a_thread_per_world_on_cpu_and_a_block_on_cuda():
     a, b = sim.state_dict()["arrays"], world.state_dict()["arrays"]
     assert a.keys() == b.keys()
     assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("layout", ["world", "block"])
+def test_a_timed_solver_counts_every_stage_and_changes_nothing_else(cpu_blocks, layout):
+    """``solver_timing``: lane 0 adds each stage's clock cycles to ``world.solver_cycles``; every other array
+    steps as the untimed solver's, and an untimed solver leaves the column at zero."""
+    sims = {
+        timed: ecs.BatchSim(
+            envs.make("hide_and_seek", solver_layout=layout, solver_timing=timed, max_episode_steps=9),
+            3,
+            device="cpu",
+            seed=4,
+        )
+        for timed in (False, True)
+    }
+    assert [t.name for t in sims[True].graph.tasks if t.phase == ecs.Phase.COLLIDE] == [
+        "step_bodies" + ("_block" if layout == "block" else "") + "_timed"
+    ]
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(12):  # an episode ends on the way: a world reset between steps
+        move = torch.randint(0, 11, tuple(sims[True].actions["move"].shape), generator=gen, dtype=torch.int32)
+        for sim in sims.values():
+            sim.actions["move"].copy_(move)
+            sim.step()
+    cycles = sims[True].tensor("world", "solver_cycles")
+    assert tuple(cycles.shape) == (3, len(solver.SOLVER_STAGES))
+    counted = cycles.numpy().copy()
+    assert (counted > 0).all(), dict(zip(solver.SOLVER_STAGES, counted.T.tolist(), strict=True))
+    assert not sims[False].tensor("world", "solver_cycles").numpy().any()
+    plain, timed = sims[False].state_dict()["arrays"], sims[True].state_dict()["arrays"]
+    assert [k for k in plain if not np.array_equal(plain[k], timed[k])] == ["singleton/solver_cycles"]
+    cycles.zero_()  # counts start again from zero, and add up over steps
+    sims[True].step()
+    one = cycles.numpy().copy()
+    sims[True].step()
+    assert (one > 0).all() and (cycles.numpy() > one).all()
+    with pytest.raises(ecs.ConfigError, match="solver_timing must be True or False, got 1"):
+        PhysicsConfig(solver_timing=1)
+    with pytest.raises(ValueError, match="solver_timing must be true or false, got 'yes'"):
+        envs.make("hide_and_seek", solver_timing="yes")
