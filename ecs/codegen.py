@@ -23,6 +23,16 @@ def module_for(name: str) -> Any:
     return module
 
 
+def generated_module(kind: str, env_name: str, device_is_cpu: bool) -> str:
+    """The module of an env's generated kernels of one ``kind`` ("gen", "fused") for one kind of device.
+
+    A CPU build and a CUDA build generate different kernels (the CPU's action check, loops over rows and
+    world claims), and a Warp module's hash covers every kernel in it: kept apart, the CUDA module of a
+    process that also built for the CPU (a test run, ``tests.cuda_codegen`` making a kernel cache to carry to
+    a GPU machine) is the one a CUDA-only process builds, so a carried cache is found there."""
+    return f"ecs_{kind}_{env_name}_{'cpu' if device_is_cpu else 'cuda'}"
+
+
 def build_kernel(name: str, source: str, namespace: dict[str, Any], module: str) -> wp.Kernel:
     """Compiles ``source`` (one ``def name(...)``) into a Warp kernel of ``module``.
 

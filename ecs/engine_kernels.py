@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
-from .codegen import build_kernel, build_native, type_expr
+from .codegen import build_kernel, build_native, generated_module, type_expr
 from .funcs import episode_rng
 
 if TYPE_CHECKING:
@@ -213,11 +213,12 @@ def _kernel_source(
     return src + ("\n".join(lines) + "\n" if body else "    pass\n")
 
 
-def generate(storage: Storage) -> Generated:
-    """Builds the engine kernels of ``storage``'s environment (cached across simulations of it)."""
-    env, module = storage.env, f"ecs_gen_{storage.env.name}"
+def generate(storage: Storage, device_is_cpu: bool | None = None) -> Generated:
+    """Builds the engine kernels of ``storage``'s environment (cached across simulations of it), in their CPU or
+    CUDA form (``device_is_cpu``; by default that of the storage's device)."""
+    cpu = storage.device == "cpu" if device_is_cpu is None else device_is_cpu
+    env, module = storage.env, generated_module("gen", storage.env.name, cpu)
     keys = storage.action_keys
-    cpu = storage.device == "cpu"
     ns: dict[str, Any] = {}
     params, body = ["errors: wp.array(dtype=wp.int32)", "steps: wp.array(dtype=wp.int32)"], []
     load_params, load_body = ["index: wp.array(dtype=wp.int32)"], []

@@ -24,7 +24,7 @@ import warp as wp
 
 from . import engine_kernels as ek
 from . import program
-from .codegen import build_kernel, contiguous_access, type_expr
+from .codegen import build_kernel, contiguous_access, generated_module, type_expr
 from .funcs import per_world
 from .graph import Layout, Source, TaskGraph, func_params
 from .program import BEFORE_RESET, IfEnded, Phases, Rule
@@ -233,7 +233,7 @@ def build_fused(
         lines += ["                w += 1", f"        span = claim_worlds({claims}, {CPU_BLOCK}, from_back)"]
     source = "\n".join(lines) + "\n"
     gen.ns.update(next_step=ek.next_step, end_step=ek.end_step, next_episode=ek.next_episode)
-    kernel = build_kernel(kernel_name, source, gen.ns, f"ecs_fused_{env.name}")
+    kernel = build_kernel(kernel_name, source, gen.ns, generated_module("fused", env.name, device_is_cpu))
     sizes = {n: wp.types.type_size_in_bytes(c.dtype) * math.prod(c.shape) for n, c in layout.singletons.items()}
     # A shaped singleton counts as read unless only the engine writes it (the reward, zeroed each step).
     memory_read = {n for n in in_memory if n != "reward" or gen.reads_reward}

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import warp as wp
 
-from .codegen import build_kernel, type_expr
+from .codegen import build_kernel, generated_module, type_expr
 from .errors import GraphError
 from .schema import ENGINE_COLUMNS, ENGINE_SINGLETONS, Archetype, Component, Param, Phase
 from .systems import Access, AccessKind, System, bundle_spec, parse_param
@@ -384,7 +384,7 @@ class TaskGraph:
             lines.append("    " * (depth + 1) + guard)
         lines += ["    " * (len(guards) + 1) + b for b in body]
         source = "\n".join(lines) + "\n"
-        module = f"ecs_gen_{self.env_name or 'env'}"
+        module = generated_module("gen", self.env_name or "env", device_is_cpu)
         kernel = build_kernel(kname, source, ns, module)
         dim = "serial" if device_is_cpu else ("entity" if entity else "world")
         return kernel, dim

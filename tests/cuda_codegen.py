@@ -13,32 +13,48 @@ import argparse
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 
 import warp as wp
 
 import ecs
 import envs
+from ecs.engine_kernels import generate
 from ecs.fusion import build_fused, why_not_fusable
 from ecs.graph import TaskGraph
 from systems import physics
 
 
 def cuda_modules(env: ecs.EnvSpec) -> dict[str, wp.Module]:
-    """The modules of the env's CUDA step: the systems and their generated wrappers, the engine's
-    kernels and, for a fusable env, both fused kernels (held and per-step actions)."""
-    cpu = ecs.BatchSim(env, 1, device="cpu", fuse=False)  # the layout and the engine's kernels
+    """The modules of the env's CUDA step by name, each with every kernel it ends up with (for register reports:
+    ``../shared/gpu/registers.py``)."""
+    return {module.name: module for module in cuda_module_loads(env)}
+
+
+def cuda_module_loads(env: ecs.EnvSpec, device_is_cpu: bool = False) -> Iterator[wp.Module]:
+    """The modules of the env's CUDA step, each as often and with the kernels that a CUDA ``BatchSim`` loads it
+    with (a module's hash covers its kernels): the systems and their generated wrappers, the engine's kernels
+    and, for a fusable env, the fused kernel of held actions, then the module again once ``run(k, actions)``
+    has added the per-step one. ``device_is_cpu``: the same for a CPU build (the tests check it against one)."""
+    cpu = ecs.BatchSim(env, 1, device="cpu", fuse=False)  # the layout (its kernels are the CPU forms)
     layout = cpu.storage.layout
-    graph = TaskGraph(env.systems, layout, device_is_cpu=False, env_name=env.name)
+    graph = TaskGraph(env.systems, layout, device_is_cpu=device_is_cpu, env_name=env.name)
     kernels = [t.kernel for t in graph.tasks]
-    generated = cpu.executor.recorder.generated
+    generated = generate(cpu.storage, device_is_cpu=device_is_cpu)  # the device's form of the action check
     kernels += [generated.validate, generated.copy_final_obs, generated.load_actions]
+    fused = []
     if why_not_fusable(graph, env) is None:
-        for per_step in (False, True):
-            fused = build_fused(graph, layout, env, per_step_actions=per_step, schedule_seed=None, device_is_cpu=False)
-            kernels.append(fused.kernel)
-    modules = {k.module.name: k.module for k in kernels}
+        fused.append(
+            build_fused(graph, layout, env, per_step_actions=False, schedule_seed=None, device_is_cpu=device_is_cpu)
+        )
+    modules = {k.module.name: k.module for k in kernels + [f.kernel for f in fused]}
     modules["ecs.engine_kernels"] = wp.get_module("ecs.engine_kernels")
-    return modules
+    yield from (modules[name] for name in sorted(modules))
+    if fused:
+        per_step = build_fused(
+            graph, layout, env, per_step_actions=True, schedule_seed=None, device_is_cpu=device_is_cpu
+        )
+        yield per_step.kernel.module
 
 
 def compile_module(module: wp.Module, args: argparse.Namespace, tmp: str) -> None:
@@ -62,14 +78,16 @@ def main() -> None:
     parser.add_argument(
         "--solver-variants",
         default="",
-        help="also build the physics solver as LAYOUT[:REGISTERS],... (PhysicsConfig.solver_layout and "
-        "solver_registers), e.g. block,world:128,block:128, for gpu-report's solver stage",
+        help="also build the physics solver as LAYOUT[:REGISTERS][:timed],... (PhysicsConfig.solver_layout, "
+        "solver_registers and solver_timing), e.g. block,world:128,block:timed, for gpu-report's solver stage",
     )
     args = parser.parse_args()
     variants = []
     for item in filter(None, args.solver_variants.split(",")):
-        layout, _, registers = item.partition(":")
-        variants.append(physics.solver_system(layout, int(registers) if registers else None).fn.module)
+        layout, *rest = item.split(":")
+        registers = next((int(r) for r in rest if r.isdigit()), None)
+        system = physics.solver_system(layout, registers, timed="timed" in rest)
+        variants.append(system.fn.module)
     if args.cache:
         os.environ["WARP_CACHE_PATH"] = os.path.abspath(args.cache)  # read by wp.init()
     wp.init()
@@ -80,9 +98,9 @@ def main() -> None:
     compiled = {}
     with tempfile.TemporaryDirectory() as tmp:
         for env_name in args.env:
-            for name, module in sorted(cuda_modules(envs.make(env_name)).items()):
+            for module in cuda_module_loads(envs.make(env_name)):  # compiled as each is loaded, a fused one twice
                 compile_module(module, args, tmp)
-                compiled[name] = len(module.kernels)
+                compiled[module.name] = len(module.kernels)
         for module in variants:
             compile_module(module, args, tmp)
             compiled[module.name] = len(module.kernels)

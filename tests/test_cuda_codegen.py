@@ -45,14 +45,68 @@ def codegen(*args: str) -> dict:
 def test_cuda_kernels_compile_for_sm90(name):
     modules = codegen(name)["modules"]
     assert modules["ecs.engine_kernels"] > 0
-    assert modules[f"ecs_gen_{name}"] > 0  # generated wrappers and action checks
+    assert modules[f"ecs_gen_{name}_cuda"] > 0  # generated wrappers and action checks
+    assert not any(m.endswith("_cpu") for m in modules), modules  # the CPU forms stay out of the CUDA modules
     if name == "cartpole":
-        assert modules["ecs_fused_cartpole"] == 2  # held and per-step actions
+        assert modules["ecs_fused_cartpole_cuda"] == 2  # held and per-step actions
     if name == "hide_and_seek":
-        assert {"systems.solver", "systems.collision", "systems.raycast", "envs.hide_and_seek.kernels"} <= set(modules)
+        assert {"systems.collision", "systems.raycast", "envs.hide_and_seek.kernels"} <= set(modules)
+        # the solver's CUDA form by default (``solver_layout: auto``): a block of lanes per world
+        assert any(m.startswith("step_bodies_block_") for m in modules) and "systems.solver" not in modules, modules
 
 
 def test_the_solver_variants_compile_for_sm90():
-    """The solver a block of lanes per world (tiles, barriers) with its registers capped (``__maxnreg__``)."""
-    modules = codegen("cartpole", "--solver-variants", "block:128")["modules"]
-    assert any(name.startswith("step_bodies_block_r128") for name in modules), modules
+    """The solver a block of lanes per world (tiles, barriers) with its registers capped (``__maxnreg__``) and its
+    stages timed (``clock64``)."""
+    modules = codegen("cartpole", "--solver-variants", "block:128:timed")["modules"]
+    assert any(name.startswith("step_bodies_block_r128_timed") for name in modules), modules
+
+
+_SIM_HASHES = """
+import json, sys, torch, envs, ecs
+sim = ecs.BatchSim(envs.make(sys.argv[1]), 4, device="cpu")
+loaded = {}
+def note():
+    for m in {t.kernel.module for t in sim.graph.tasks} | {k.module for k in sim.executor.recorder.kernels()}:
+        if m.name.startswith("ecs_"):
+            loaded.setdefault(m.name, set()).add(m.get_module_hash().hex())
+note()
+if sim.fused:  # run(k, actions) adds the per-step fused kernel
+    sim.run(2, {k: torch.zeros((2, *v.shape), dtype=v.dtype) for k, v in sim.actions.items()})
+    note()
+print(json.dumps({k: sorted(v) for k, v in loaded.items()}))
+"""
+
+_LISTED_HASHES = """
+import json, sys, envs
+from tests.cuda_codegen import cuda_module_loads
+listed = {}
+for m in cuda_module_loads(envs.make(sys.argv[1]), device_is_cpu=True):
+    if m.name.startswith("ecs_"):
+        listed.setdefault(m.name, set()).add(m.get_module_hash().hex())
+print(json.dumps({k: sorted(v) for k, v in listed.items()}))
+"""
+
+
+@pytest.mark.parametrize("name", ["cartpole", "hide_and_seek"])
+def test_the_modules_listed_for_a_kernel_cache_are_those_a_sim_loads(name):
+    """What ``cuda_module_loads`` lists is what a cache must hold: a module whose kernels differ from those a sim loads
+    it with has another hash, and the GPU machine compiles it again (24 s for hide-and-seek's generated module
+    on an H100, when the CPU and CUDA forms shared one). Checked on the CPU forms, each in a fresh process."""
+
+    def run(code: str) -> dict:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, name],
+            cwd=ROOT,
+            env=dict(os.environ, WARP_QUIET="1"),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    loaded, listed = run(_SIM_HASHES), run(_LISTED_HASHES)
+    assert f"ecs_gen_{name}_cpu" in loaded
+    for module, hashes in loaded.items():
+        assert set(hashes) <= set(listed.get(module, ())), (module, hashes, listed)
