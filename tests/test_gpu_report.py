@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from systems.solver import SOLVER_STAGES
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -34,15 +36,19 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
     assert "step_bodies" in report["stages"]["hide_and_seek"]["result"]["profile"]
     solver = report["stages"]["solver"]["result"]
-    assert [r["layout"] for r in solver["rows"]] == ["world", "world, interleaved", "world, 128 registers", "block"]
-    assert solver["identical"] == {"4": {"world, interleaved": True, "block": True, "world, 128 registers": True}}
+    assert [r["layout"] for r in solver["rows"]] == ["world", "block", "block, interleaved"]
+    assert solver["identical"] == {"4": {"block": True, "block, interleaved": True}}
+    assert [(r["layout"], r["num_worlds"]) for r in solver["stages"]] == [("world", 4), ("block", 4)]
+    for r in solver["stages"]:
+        assert list(r["share"]) == list(SOLVER_STAGES) and abs(sum(r["share"].values()) - 1.0) < 1e-9, r
+        assert all(v > 0 for v in r["cycles_per_world_step"].values()), r
     benches = report["stages"]["envs"]["result"]
     assert set(benches) >= {"cartpole", "escape_room", "foraging", "hide_and_seek", "predator_prey"}
     assert all(r["rc"] == 0 and "world-steps/s" in r["tail"] for runs in benches.values() for r in runs)
     assert "skipped" in report["stages"]["tests"]["result"] and "skipped" in report["stages"]["registers"]["result"]
     md = (out / "report.md").read_text()
     assert "## identity: ok" in md and "| num_worlds | wide sensors |" in md and "world-steps/s" in md
-    assert "| num_worlds | solver layout |" in md
+    assert "| num_worlds | solver layout |" in md and "| layout | num_worlds | reach | narrowphase |" in md
     assert (out / "hide_and_seek_throughput.png").stat().st_size > 1000
     before = report["stages"]["identity"]["seconds"]
     p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--resume", "--stages", "identity,device")
