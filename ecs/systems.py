@@ -314,7 +314,10 @@ def _check_cuda_variant(system: System, cuda: Any) -> None:
         raise GraphError(
             f"{where}{cuda.name!r} runs in {cuda.phase.name}, the system in {system.phase.name}; give both one phase"
         )
-    if list(cuda.param_types) != list(system.param_types) or cuda.accesses != system.accesses:
+    same_types = all(
+        wp.types.types_equal(a, b) for a, b in zip(cuda.param_types.values(), system.param_types.values(), strict=False)
+    )
+    if list(cuda.param_types) != list(system.param_types) or cuda.accesses != system.accesses or not same_types:
         raise GraphError(
             f"{where}{cuda.name!r} takes parameters {list(cuda.param_types)}, the system "
             f"{list(system.param_types)}; a variant must take the same parameters in the same order and types"

@@ -145,13 +145,10 @@ def singletons() -> list[ecs.Component]:
 
 def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
     """``find_pairs`` (PHYSICS, a thread per world) and the solver (COLLIDE) in ``cfg.solver_layout``."""
+    cfg = cfg or PhysicsConfig()
     return [
         ecs.System(collision.find_pairs, ecs.Phase.PHYSICS, dim="world", world_local=True),
-        solver_system(
-            (cfg or PhysicsConfig()).solver_layout,
-            (cfg or PhysicsConfig()).solver_registers,
-            timed=(cfg or PhysicsConfig()).solver_timing,
-        ),
+        solver_system(cfg.solver_layout, cfg.solver_registers, timed=cfg.solver_timing),
     ]
 
 

@@ -850,8 +850,11 @@ def cycle_counter() -> wp.int64:
 
 
 @wp.func
-def lap(cycles: wp.array2d[wp.int64], world: int, stage: int, since: wp.int64) -> wp.int64:
-    """Adds the cycles since ``since`` to ``stage`` of ``world``'s ``SolverCycles``; returns the count now."""
+def lap(cycles: wp.array2d[wp.int64], world: int, lane: int, stage: int, since: wp.int64) -> wp.int64:
+    """On lane 0: adds the cycles since ``since`` to ``stage`` of ``world``'s ``SolverCycles`` and returns the
+    count now. Other lanes count nothing (``since`` back)."""
+    if lane != 0:
+        return since
     now = cycle_counter()
     cycles[world, stage] = cycles[world, stage] + (now - since)
     return now
@@ -1549,9 +1552,8 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                 )
             if wp.static(block):
                 block_sync()
-            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
-                if lane == 0:
-                    clock = lap(world_solver_cycles_out, world, 0, clock)
+            if wp.static(timed):
+                clock = lap(world_solver_cycles_out, world, lane, 0, clock)
             if lane == 0:
                 world_contact_count_out[world] = 0
                 for k in range(world_pair_count_in[world]):
@@ -1561,9 +1563,8 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                     collide(c, poses, world, a, b, margin)
             if wp.static(block):
                 block_sync()
-            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
-                if lane == 0:
-                    clock = lap(world_solver_cycles_out, world, 1, clock)
+            if wp.static(timed):
+                clock = lap(world_solver_cycles_out, world, lane, 1, clock)
             for i in range(lane, nb, lanes):
                 if body_in.alive[world, i] != 0:
                     integrate(
@@ -1580,9 +1581,8 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                     )
             if wp.static(block):
                 block_sync()
-            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
-                if lane == 0:
-                    clock = lap(world_solver_cycles_out, world, 2, clock)
+            if wp.static(timed):
+                clock = lap(world_solver_cycles_out, world, lane, 2, clock)
             count = world_contact_count_out[world]
             for k in range(lane, count, lanes):
                 a = contact_out.contact_body_a[world, k]
@@ -1608,9 +1608,8 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                 find_levels(bodies, c, order, contact_out.contact_height, contact_out.contact_level, world, manifolds)
             if wp.static(block):
                 manifolds = block_share(manifolds)
-            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
-                if lane == 0:
-                    clock = lap(world_solver_cycles_out, world, 3, clock)
+            if wp.static(timed):
+                clock = lap(world_solver_cycles_out, world, lane, 3, clock)
             warm_corrections(
                 bodies,
                 splits,
@@ -1631,9 +1630,8 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                 block_sync()
             if lane == 0:
                 apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
-            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
-                if lane == 0:
-                    clock = lap(world_solver_cycles_out, world, 4, clock)
+            if wp.static(timed):
+                clock = lap(world_solver_cycles_out, world, lane, 4, clock)
             for it in range(CONTACT_PASSES):
                 # Joints first in every pass, contacts after: a held body may lag its holder a little,
                 # but is never left driven into another body (whose push-back would become speed).
@@ -1651,9 +1649,8 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                             )
                 if wp.static(block):
                     block_sync()
-                if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
-                    if lane == 0:
-                        clock = lap(world_solver_cycles_out, world, 5, clock)
+                if wp.static(timed):
+                    clock = lap(world_solver_cycles_out, world, lane, 5, clock)
                 up = wp.vec3(0.0, 0.0, 0.0)
                 if it == CONTACT_PASSES - 1:
                     up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
@@ -1709,9 +1706,8 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                     if wp.static(block):
                         block_sync()
                     first = last
-                if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
-                    if lane == 0:
-                        clock = lap(world_solver_cycles_out, world, 6, clock)
+                if wp.static(timed):
+                    clock = lap(world_solver_cycles_out, world, lane, 6, clock)
             for i in range(lane, nb, lanes):
                 if body_in.alive[world, i] != 0 and movable(body_in.response[world, i], body_in.locked_by[world, i]):
                     body_out.linear_velocity[world, i] = (
@@ -1745,9 +1741,8 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                     k = e
             if wp.static(block):
                 block_sync()
-            if wp.static(timed):  # noqa: SIM102 (static: the untimed build has no trace of it)
-                if lane == 0:
-                    clock = lap(world_solver_cycles_out, world, 7, clock)
+            if wp.static(timed):
+                clock = lap(world_solver_cycles_out, world, lane, 7, clock)
         count = world_contact_count_out[world]
         for k in range(lane, contact_out.alive.shape[1], lanes):
             contact_out.alive[world, k] = wp.where(k < count, 1, 0)

@@ -1258,6 +1258,13 @@ def test_handles_from_func_systems_go_stale():
         assert live.tolist() == [0, 1, 1]
 
 
+@wp.kernel
+def reset_mark_float(world_reset_in: wp.array(dtype=wp.int32), world_mark_out: wp.array(dtype=wp.float32)):
+    world = wp.tid()
+    if world_reset_in[world] != 0:
+        world_mark_out[world] = 100.0
+
+
 def test_a_cuda_variant_runs_in_a_cuda_build_and_is_checked_when_made():
     from ecs.graph import TaskGraph
 
@@ -1285,6 +1292,9 @@ def test_a_cuda_variant_runs_in_a_cuda_build_and_is_checked_when_made():
         ),
         "has dim='entity', world_local=False, the system dim='world'": ecs.System(
             reset_mark_early_return, ecs.Phase.RESET, dim="entity"
+        ),
+        "a variant must take the same parameters in the same order and types": ecs.System(
+            reset_mark_float, ecs.Phase.RESET, dim="world"
         ),
         "has a cuda= system of its own": both,
         "only raw-kernel systems have CUDA variants": ecs.System(count_mark, ecs.Phase.RESET),
