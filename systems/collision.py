@@ -263,6 +263,10 @@ class Contacts:
     depth: wp.array2d[wp.float32]
     count: wp.array[wp.int32]
     overflow: wp.array[wp.int32]
+    # One past the last row the narrowphase may write (the table's capacity, or a solver lane's stage).
+    end: wp.int32
+    # Whether a contact past ``end`` counts in ``overflow`` (the world's table) or only in the returned row.
+    counts_overflow: wp.bool
 
 
 @wp.struct
@@ -276,20 +280,24 @@ class Poses:
 
 
 @wp.func
-def emit(c: Contacts, poses: Poses, world: int, a: int, b: int, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, depth: float):
-    """Appends a contact (points in the world frame); a full table counts an overflow instead."""
-    row = c.count[world]
-    if row >= c.body_a.shape[1]:
-        wp.atomic_add(c.overflow, 0, 1)
-        wp.atomic_min(c.overflow, 1, world)
-        return
+def emit(
+    c: Contacts, poses: Poses, world: int, a: int, b: int, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, depth: float, row: int
+) -> int:
+    """Writes a contact (points in the world frame) at ``row`` and returns the next row. Rows from ``c.end`` on are
+    not written: the contact is counted in ``c.overflow`` where ``c.counts_overflow`` (the world's table; a
+    solver lane's stage is redone instead, see ``step_bodies_block``)."""
+    if row >= c.end:
+        if c.counts_overflow:
+            wp.atomic_add(c.overflow, 0, 1)
+            wp.atomic_min(c.overflow, 1, world)
+        return row + 1
     c.body_a[world, row] = a
     c.body_b[world, row] = b
     c.normal[world, row] = n
     c.offset_a[world, row] = wp.quat_rotate_inv(poses.rotation[world, a], pa - poses.position[world, a])
     c.offset_b[world, row] = wp.quat_rotate_inv(poses.rotation[world, b], pb - poses.position[world, b])
     c.depth[world, row] = depth
-    c.count[world] = row + 1
+    return row + 1
 
 
 # -- narrowphase ---------------------------------------------------------------------------------
@@ -310,7 +318,7 @@ def world_vertex(poses: Poses, world: int, i: int, k: int) -> wp.vec3:
 
 
 @wp.func
-def collide_round_round(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float):
+def collide_round_round(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float, row: int) -> int:
     a0 = core_end(poses, world, a, -1.0)
     a1 = core_end(poses, world, a, 1.0)
     b0 = core_end(poses, world, b, -1.0)
@@ -322,15 +330,15 @@ def collide_round_round(c: Contacts, poses: Poses, world: int, a: int, b: int, m
     rb = poses.size[world, b][0]
     d = wp.length(cb - ca)
     if d > ra + rb + margin:
-        return
+        return row
     n = wp.vec3(0.0, 0.0, 1.0)
     if d > 1.0e-9:
         n = (cb - ca) / d
-    emit(c, poses, world, a, b, ca + n * ra, cb - n * rb, n, ra + rb - d)
+    return emit(c, poses, world, a, b, ca + n * ra, cb - n * rb, n, ra + rb - d, row)
 
 
 @wp.func
-def collide_round_plane(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float):
+def collide_round_plane(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float, row: int) -> int:
     r = poses.size[world, a][0]
     np_ = wp.quat_rotate(poses.rotation[world, b], wp.vec3(0.0, 0.0, 1.0))
     x0 = poses.position[world, b]
@@ -341,7 +349,8 @@ def collide_round_plane(c: Contacts, poses: Poses, world: int, a: int, b: int, m
             p = poses.position[world, a]
         dist = wp.dot(p - x0, np_)
         if r - dist > -margin:
-            emit(c, poses, world, a, b, p - np_ * r, p - np_ * dist, -np_, r - dist)
+            row = emit(c, poses, world, a, b, p - np_ * r, p - np_ * dist, -np_, r - dist, row)
+    return row
 
 
 @wp.func
@@ -366,13 +375,13 @@ def sphere_polyhedron(poses: Poses, world: int, b: int, p: wp.vec3, r: float):
 
 
 @wp.func
-def collide_round_polyhedron(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float):
+def collide_round_polyhedron(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float, row: int) -> int:
     r = poses.size[world, a][0]
     if poses.shape[world, a] == SPHERE:
         depth, pa, pb, n = sphere_polyhedron(poses, world, b, poses.position[world, a], r)
         if depth > -margin:
-            emit(c, poses, world, a, b, pa, pb, n, depth)
-        return
+            row = emit(c, poses, world, a, b, pa, pb, n, depth, row)
+        return row
     e0 = core_end(poses, world, a, -1.0)
     e1 = core_end(poses, world, a, 1.0)
     deepest = wp.float32(-BIG)
@@ -381,7 +390,7 @@ def collide_round_polyhedron(c: Contacts, poses: Poses, world: int, a: int, b: i
         depth, pa, pb, n = sphere_polyhedron(poses, world, b, e, r)
         deepest = wp.max(deepest, depth)
         if depth > -margin:
-            emit(c, poses, world, a, b, pa, pb, n, depth)
+            row = emit(c, poses, world, a, b, pa, pb, n, depth, row)
     # The segment point nearest the solid, by alternating projections between the two convex sets.
     shape = poses.shape[world, b]
     size = poses.size[world, b]
@@ -393,18 +402,20 @@ def collide_round_polyhedron(c: Contacts, poses: Poses, world: int, a: int, b: i
         s = closest_on_segment(e0, e1, q)
     depth, pa, pb, n = sphere_polyhedron(poses, world, b, s, r)
     if depth > -margin and depth > deepest + 1.0e-5:
-        emit(c, poses, world, a, b, pa, pb, n, depth)
+        row = emit(c, poses, world, a, b, pa, pb, n, depth, row)
+    return row
 
 
 @wp.func
-def collide_polyhedron_plane(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float):
+def collide_polyhedron_plane(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float, row: int) -> int:
     np_ = wp.quat_rotate(poses.rotation[world, b], wp.vec3(0.0, 0.0, 1.0))
     x0 = poses.position[world, b]
     for k in range(num_vertices(poses.shape[world, a])):
         v = world_vertex(poses, world, a, k)
         dist = wp.dot(v - x0, np_)
         if dist < margin:
-            emit(c, poses, world, a, b, v, v - np_ * dist, -np_, -dist)
+            row = emit(c, poses, world, a, b, v, v - np_ * dist, -np_, -dist, row)
+    return row
 
 
 # The world-frame vertices of a polyhedron (rows past ``num_vertices`` unused), found once per pair: the
@@ -471,12 +482,14 @@ def supporting_edge(poses: Poses, world: int, i: int, direction: wp.vec3, n: wp.
 
 
 @wp.func
-def already_touching(c: Contacts, poses: Poses, world: int, b: int, first: int, pb: wp.vec3, n: wp.vec3) -> bool:
-    """Whether a contact of this pair from row ``first`` on touches B within ``SAME_POINT`` of ``pb``
-    across the normal (a vertex of each solid at the same spot, or a crossing at a corner)."""
+def already_touching(
+    c: Contacts, poses: Poses, world: int, b: int, first: int, row: int, pb: wp.vec3, n: wp.vec3
+) -> bool:
+    """Whether a contact of this pair in the rows it wrote, ``first`` up to ``row``, touches B within ``SAME_POINT``
+    of ``pb`` across the normal (a vertex of each solid at the same spot, or a crossing at a corner)."""
     xb = poses.position[world, b]
     qb = poses.rotation[world, b]
-    for k in range(first, wp.min(c.count[world], c.body_a.shape[1])):
+    for k in range(first, wp.min(row, c.end)):
         d = xb + wp.quat_rotate(qb, c.offset_b[world, k]) - pb
         if wp.length_sq(d - n * wp.dot(d, n)) < SAME_POINT * SAME_POINT:
             return True
@@ -497,7 +510,8 @@ def face_edge_crossings(
     low_b: float,
     margin: float,
     first: int,
-):
+    row: int,
+) -> int:
     """Where an edge of A's contact face crosses an edge of B's, seen along ``n``: the corners of the
     contact polygon that are vertices of neither solid (two offset boxes resting on each other).
     ``va``, ``vb``: the world vertices of A and B."""
@@ -534,12 +548,13 @@ def face_edge_crossings(
                             pa = a0 + da * s
                             pb = b0 + db * t
                             depth = wp.dot(pa - pb, n)
-                            if depth > -margin and not already_touching(c, poses, world, b, first, pb, n):
-                                emit(c, poses, world, a, b, pa, pb, n, depth)
+                            if depth > -margin and not already_touching(c, poses, world, b, first, row, pb, n):
+                                row = emit(c, poses, world, a, b, pa, pb, n, depth, row)
+    return row
 
 
 @wp.func
-def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float):
+def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float, row: int) -> int:
     sa = poses.shape[world, a]
     sb = poses.shape[world, b]
     qa = poses.rotation[world, a]
@@ -565,7 +580,7 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
             best = ov[0]
             best_n = n * ov[1]
     if best < -margin:
-        return
+        return row
     best_face = best
     for i in range(num_axes(sa)):
         ea = wp.quat_rotate(qa, edge_direction(sa, poses.size[world, a], i))
@@ -583,10 +598,10 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
                     best_ea = i
                     best_eb = j
     if best < -margin:
-        return
+        return row
     n = best_n
     if best_ea < 0:
-        first = c.count[world]
+        first = row
         top_a = project(va, count_a, n)[1]
         low_b = project(vb, count_b, n)[0]
         for k in range(count_b):
@@ -594,21 +609,20 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
             if inside_with_margin(poses, world, a, v, margin):
                 depth = top_a - wp.dot(v, n)
                 if depth > -margin:
-                    emit(c, poses, world, a, b, v + n * depth, v, n, depth)
+                    row = emit(c, poses, world, a, b, v + n * depth, v, n, depth, row)
         for k in range(count_a):
             v = va[k]
             if inside_with_margin(poses, world, b, v, margin):
                 depth = wp.dot(v, n) - low_b
-                if depth > -margin and not already_touching(c, poses, world, b, first, v - n * depth, n):
-                    emit(c, poses, world, a, b, v, v - n * depth, n, depth)
-        face_edge_crossings(c, poses, world, a, b, va, vb, n, top_a, low_b, margin, first)
-        return
+                if depth > -margin and not already_touching(c, poses, world, b, first, row, v - n * depth, n):
+                    row = emit(c, poses, world, a, b, v, v - n * depth, n, depth, row)
+        return face_edge_crossings(c, poses, world, a, b, va, vb, n, top_a, low_b, margin, first, row)
     ea = wp.quat_rotate(qa, edge_direction(sa, poses.size[world, a], best_ea))
     eb = wp.quat_rotate(qb, edge_direction(sb, poses.size[world, b], best_eb))
     ia = supporting_edge(poses, world, a, ea, n, 1.0)
     ib = supporting_edge(poses, world, b, eb, n, -1.0)
     if ia < 0 or ib < 0:
-        return
+        return row
     a0 = va[edge_vertex(sa, ia, 0)]
     a1 = va[edge_vertex(sa, ia, 1)]
     b0 = vb[edge_vertex(sb, ib, 0)]
@@ -618,12 +632,14 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
     pb = b0 + (b1 - b0) * st[1]
     depth = wp.dot(pa - pb, n)
     if depth > -margin:
-        emit(c, poses, world, a, b, pa, pb, n, depth)
+        row = emit(c, poses, world, a, b, pa, pb, n, depth, row)
+    return row
 
 
 @wp.func
-def collide(c: Contacts, poses: Poses, world: int, i: int, j: int, margin: float):
-    """Appends the contacts of bodies ``i`` and ``j`` (any order; body A is the lower ``ShapeType``)."""
+def collide(c: Contacts, poses: Poses, world: int, i: int, j: int, margin: float, row: int) -> int:
+    """Writes the contacts of bodies ``i`` and ``j`` (any order; body A is the lower ``ShapeType``) from ``row`` on
+    and returns the row after them (see ``emit``)."""
     si = poses.shape[world, i]
     sj = poses.shape[world, j]
     a = wp.where(si <= sj, i, j)
@@ -632,17 +648,19 @@ def collide(c: Contacts, poses: Poses, world: int, i: int, j: int, margin: float
     sb = wp.max(si, sj)
     if sb == PLANE:
         if sa == PLANE:
-            return
+            return row
         if is_round(sa):
-            collide_round_plane(c, poses, world, a, b, margin)
-        elif is_polyhedron(sa):
-            collide_polyhedron_plane(c, poses, world, a, b, margin)
-    elif is_round(sb):
-        collide_round_round(c, poses, world, a, b, margin)
-    elif is_round(sa):
-        collide_round_polyhedron(c, poses, world, a, b, margin)
-    elif is_polyhedron(sa):
-        collide_polyhedra(c, poses, world, a, b, margin)
+            return collide_round_plane(c, poses, world, a, b, margin, row)
+        if is_polyhedron(sa):
+            return collide_polyhedron_plane(c, poses, world, a, b, margin, row)
+        return row
+    if is_round(sb):
+        return collide_round_round(c, poses, world, a, b, margin, row)
+    if is_round(sa):
+        return collide_round_polyhedron(c, poses, world, a, b, margin, row)
+    if is_polyhedron(sa):
+        return collide_polyhedra(c, poses, world, a, b, margin, row)
+    return row
 
 
 # -- broadphase ----------------------------------------------------------------------------------

@@ -59,13 +59,17 @@ world (a tiled launch). The order of the solve is what lets the lanes share the 
 it: within a level, either no body is moved by two manifolds (each manifold is solved on a lane of its
 own: hide-and-seek's floor contacts are one such level) or the level is solved by Jacobi steps (each
 manifold's corrections on its own lane, from the same poses); the warm start finds every manifold's
-impulses on its own. The lanes also keep and prepare contact rows, integrate bodies and update velocities
-side by side, and meet at a block barrier between the stages and after every level. Lane 0 alone runs
-what depends on order: the narrowphase (which appends contact rows), ``order_manifolds``, the joints,
-the sums of the Jacobi and warm-start corrections (in the manifolds' order, from the ``ContactMoveA``
-... columns) and the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU
-blocks (``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world.
-Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
+impulses on its own; a pair's contacts depend on that pair alone, so the lanes collide a pair each into
+stages of their own and copy the rows to where the serial narrowphase puts them (``narrowphase_lanes``);
+each manifold's place in the order is the number of manifolds lower than it (``order_manifolds_lanes``);
+the velocity pass goes in batches of manifolds that move no body in common (``velocity_batch``), each
+manifold of a batch on a lane of its own; the corrections of the warm start and of a Jacobi step are
+summed by a lane per body, in the manifolds' order (``apply_warm_lanes``, ``apply_level_lanes``, from the
+``ContactMoveA`` ... columns). The lanes also keep and prepare contact rows, integrate bodies and update
+velocities side by side, and meet at a block barrier between the stages, after every level and after
+every batch. Lane 0 alone finds the levels (``find_levels``), solves the joints and ends each batch of
+the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
+(``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world. Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
 block keeps a world's latency down where few worlds run; a thread per world fills a GPU with worlds.
 """
 
@@ -180,7 +184,15 @@ class SubstepReach:
     value: wp.float32
 
 
-SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SubstepReach)
+@ecs.component
+class VelocityBatch:
+    """Solver scratch: the first contact row of the velocity pass's batch that last took the body (``velocity_batch``);
+    0 when none has yet in the substep."""
+
+    value: wp.int32
+
+
+SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SubstepReach, VelocityBatch)
 
 # The stages of a solver substep whose clock cycles a timed solver counts (``step_kernel(timed=True)``), in the
 # order of SolverCycles' entries: reach (keeping the substep before's contacts, each body's reach), narrowphase,
@@ -249,6 +261,14 @@ class ContactLevel:
 
 
 @ecs.component
+class ContactKey:
+    """Solver scratch, at the first row of each manifold: its height (``manifold_height``), from which the lanes of
+    ``step_bodies_block`` find its place in ``ContactOrder``."""
+
+    value: wp.float32
+
+
+@ecs.component
 class ContactMoveA:
     """Solver scratch: the translation [m], world frame, that the manifold starting at this row gives body A
     in a Jacobi step of its level or in the warm start, kept until the moves of every manifold are summed
@@ -288,6 +308,7 @@ CONTACT_SCRATCH_COMPONENTS = (
     ContactLastImpulse,
     ContactLastFriction,
     ContactLevel,
+    ContactKey,
     ContactMoveA,
     ContactTurnA,
     ContactMoveB,
@@ -433,6 +454,103 @@ def manifold_end(c: Contacts, world: int, start: int, count: int) -> int:
 
 
 @wp.func
+def same_pair(c: Contacts, world: int, j: int, k: int) -> bool:
+    """Whether contact rows ``j`` and ``k`` belong to one pair."""
+    return c.body_a[world, j] == c.body_a[world, k] and c.body_b[world, j] == c.body_b[world, k]
+
+
+@wp.func
+def velocity_batch(bodies: Bodies, c: Contacts, batch: wp.array2d[wp.int32], world: int, start: int, count: int) -> int:
+    """End of the velocity pass's batch of manifolds from contact row ``start``: the manifolds that follow it while
+    none moves a body that an earlier one of the batch moves (static, kinematic and locked bodies are not moved).
+    Solved side by side, they give what solving them in row order gives. Marks each body the batch moves in
+    ``batch`` (``start + 1``)."""
+    tag = start + 1
+    k = start
+    while k < count:
+        a = c.body_a[world, k]
+        b = c.body_b[world, k]
+        moves_a = inv_mass_of(bodies, world, a) > 0.0
+        moves_b = inv_mass_of(bodies, world, b) > 0.0
+        if (moves_a and batch[world, a] == tag) or (moves_b and batch[world, b] == tag):
+            return k
+        if moves_a:
+            batch[world, a] = tag
+        if moves_b:
+            batch[world, b] = tag
+        k = manifold_end(c, world, k, count)
+    return count
+
+
+@wp.func
+def manifold_height(bodies: Bodies, c: Contacts, world: int, start: int, end: int, gravity: float) -> float:
+    """Where ``order_manifolds`` puts the manifold of rows ``start`` to ``end``: the middle of its points' heights
+    along the up axis."""
+    up = wp.where(gravity > 0.0, -1.0, 1.0)
+    a = c.body_a[world, start]
+    xa = bodies.position[world, a]
+    qa = bodies.rotation[world, a]
+    lowest = up * (xa + wp.quat_rotate(qa, c.offset_a[world, start]))[2]
+    highest = lowest
+    for p in range(start + 1, end):
+        z = up * (xa + wp.quat_rotate(qa, c.offset_a[world, p]))[2]
+        lowest = wp.min(lowest, z)
+        highest = wp.max(highest, z)
+    return 0.5 * (lowest + highest)
+
+
+@wp.func
+def lower(key_j: float, j: int, key_k: float, k: int) -> bool:
+    """Whether manifold ``j`` (its height and first row) comes before manifold ``k`` in ``order_manifolds``'s order:
+    the lower first, at one height the first found. A NaN height (a world gone wrong) comes after every number, so
+    the order is still a permutation."""
+    nan_j = wp.isnan(key_j)
+    nan_k = wp.isnan(key_k)
+    if nan_j or nan_k:
+        return (nan_k and not nan_j) or (nan_j and nan_k and j < k)
+    return key_j < key_k or (key_j == key_k and j < k)
+
+
+@wp.func
+def order_manifolds_lanes(
+    bodies: Bodies,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    height: wp.array2d[wp.float32],
+    key: wp.array2d[wp.float32],
+    first_row: wp.array2d[wp.int32],
+    world: int,
+    count: int,
+    gravity: float,
+    lane: int,
+    lanes: int,
+) -> int:
+    """``order_manifolds`` on the block's lanes, with the same order bit for bit (NaN heights aside): each lane finds
+    the heights of the manifolds that start in its rows (``key``, ``first_row`` marks the first rows), then the place
+    of each among all (how many come before it, ``lower``). Returns how many manifolds there are, on every lane."""
+    for k in range(lane, count, lanes):
+        starts = k == 0 or not same_pair(c, world, k - 1, k)
+        first_row[world, k] = wp.where(starts, 1, 0)
+        if starts:
+            key[world, k] = manifold_height(bodies, c, world, k, manifold_end(c, world, k, count), gravity)
+    block_sync()
+    manifolds = wp.int32(0)
+    for k in range(lane, count, lanes):
+        if first_row[world, k] != 0:
+            key_k = key[world, k]
+            place = wp.int32(0)
+            manifolds = wp.int32(0)
+            for j in range(count):
+                if first_row[world, j] != 0:
+                    manifolds += 1
+                    if lower(key[world, j], j, key_k, k):
+                        place += 1
+            order[world, place] = k
+            height[world, place] = key_k
+    return block_share(manifolds)  # lane 0 holds row 0, the first manifold's
+
+
+@wp.func
 def order_manifolds(
     bodies: Bodies,
     c: Contacts,
@@ -452,21 +570,11 @@ def order_manifolds(
     pressed together touch over the same heights, but their manifolds have 4 to 8 points as the
     faces turn a little, and the means of such manifolds would fall in different levels.
     """
-    up = wp.where(gravity > 0.0, -1.0, 1.0)
     m = wp.int32(0)
     k = wp.int32(0)
     while k < count:
         e = manifold_end(c, world, k, count)
-        a = c.body_a[world, k]
-        xa = bodies.position[world, a]
-        qa = bodies.rotation[world, a]
-        lowest = up * (xa + wp.quat_rotate(qa, c.offset_a[world, k]))[2]
-        highest = lowest
-        for p in range(k + 1, e):
-            z = up * (xa + wp.quat_rotate(qa, c.offset_a[world, p]))[2]
-            lowest = wp.min(lowest, z)
-            highest = wp.max(highest, z)
-        key = 0.5 * (lowest + highest)
+        key = manifold_height(bodies, c, world, k, e, gravity)
         j = m
         while j > 0:
             if height[world, j - 1] <= key:
@@ -731,6 +839,35 @@ def count_level_splits(
 
 
 @wp.func
+def count_level_splits_lanes(
+    bodies: Bodies,
+    splits: Splits,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    world: int,
+    first: int,
+    last: int,
+    up: wp.vec3,
+    lane: int,
+    lanes: int,
+):
+    """``count_level_splits`` with a lane per body."""
+    for i in range(lane, bodies.alive.shape[1], lanes):
+        parts = wp.int32(0)
+        for m in range(first, last):
+            k = order[world, m]
+            a = c.body_a[world, k]
+            b = c.body_b[world, k]
+            if a == i or b == i:
+                ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
+                if (a == i and ima > 0.0) or (b == i and imb > 0.0):
+                    parts += 1
+        splits.count[world, i] = parts
+        splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
+        splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
+
+
+@wp.func
 def level_steps(up: wp.vec3) -> int:
     """Jacobi steps over a level that shares a body: ``LEVEL_STEPS`` in the last pass (``up`` non-zero), one before."""
     return wp.where(wp.length_sq(up) > 0.0, LEVEL_STEPS, 1)
@@ -800,6 +937,36 @@ def apply_level(
             move_body(bodies, world, i, splits.move[world, i] / float(parts), splits.turn[world, i] / float(parts))
             splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
             splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
+
+
+@wp.func
+def apply_level_lanes(
+    bodies: Bodies,
+    splits: Splits,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    world: int,
+    first: int,
+    last: int,
+    lane: int,
+    lanes: int,
+):
+    """``apply_level`` with a lane per body: each sums its body's corrections in the level's order, as ``apply_level``
+    does, so the move is the same bit for bit."""
+    for i in range(lane, bodies.alive.shape[1], lanes):
+        parts = splits.count[world, i]
+        if parts > 0:
+            move = wp.vec3(0.0, 0.0, 0.0)
+            turn = wp.vec3(0.0, 0.0, 0.0)
+            for m in range(first, last):
+                k = order[world, m]
+                if c.body_a[world, k] == i:
+                    move = move + splits.move_a[world, k]
+                    turn = turn + splits.turn_a[world, k]
+                elif c.body_b[world, k] == i:
+                    move = move + splits.move_b[world, k]
+                    turn = turn + splits.turn_b[world, k]
+            move_body(bodies, world, i, move / float(parts), turn / float(parts))
 
 
 @wp.func
@@ -1195,6 +1362,7 @@ SolverMotion = ecs.bundle(
         ("split_move", wp.vec3),
         ("split_turn", wp.vec3),
         ("substep_reach", wp.float32),
+        ("velocity_batch", wp.int32),
     ],
 )
 SolverPairs = ecs.bundle("SolverPairs", [("pair_body_a", wp.int32), ("pair_body_b", wp.int32)])
@@ -1220,6 +1388,7 @@ SolverContacts = ecs.bundle(
         ("contact_last_impulse", wp.float32),
         ("contact_last_friction", wp.vec3),
         ("contact_level", wp.int32),
+        ("contact_key", wp.float32),
         ("contact_move_a", wp.vec3),
         ("contact_turn_a", wp.vec3),
         ("contact_move_b", wp.vec3),
@@ -1371,12 +1540,7 @@ def apply_warm(
     clear_splits(splits, world, nb)
     for m in range(manifolds):
         k = order[world, m]
-        e = manifold_end(c, world, k, count)
-        warmed = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
-        for i in range(k, e):
-            if warmed_point(impulse, friction, world, i):
-                warmed = True
-        if warmed:
+        if manifold_warmed(impulse, friction, world, k, manifold_end(c, world, k, count)):
             a = c.body_a[world, k]
             b = c.body_b[world, k]
             if inv_mass_of(bodies, world, a) > 0.0:
@@ -1393,6 +1557,57 @@ def apply_warm(
             splits.count[world, i] = 0
             splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
             splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
+
+
+@wp.func
+def manifold_warmed(impulse: wp.array2d[wp.float32], friction: wp.array2d[wp.vec3], world: int, start: int, end: int):
+    """Whether a point of the manifold of rows ``start`` to ``end`` starts with an impulse (``warmed_point``)."""
+    warmed = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+    for i in range(start, end):
+        if warmed_point(impulse, friction, world, i):
+            warmed = True
+    return warmed
+
+
+@wp.func
+def apply_warm_lanes(
+    bodies: Bodies,
+    splits: Splits,
+    c: Contacts,
+    impulse: wp.array2d[wp.float32],
+    friction: wp.array2d[wp.vec3],
+    order: wp.array2d[wp.int32],
+    world: int,
+    count: int,
+    manifolds: int,
+    lane: int,
+    lanes: int,
+):
+    """``apply_warm`` with a lane per body: each sums what the warmed manifolds give its body, in the manifolds'
+    order as ``apply_warm`` does, so the move is the same bit for bit; leaves the body scratch cleared as it does."""
+    for i in range(lane, bodies.alive.shape[1], lanes):
+        parts = wp.int32(0)
+        move = wp.vec3(0.0, 0.0, 0.0)
+        turn = wp.vec3(0.0, 0.0, 0.0)
+        if inv_mass_of(bodies, world, i) > 0.0:
+            for m in range(manifolds):
+                k = order[world, m]
+                a = c.body_a[world, k]
+                b = c.body_b[world, k]
+                if a == i or b == i:  # noqa: SIM102 (Warp's `and` would scan every manifold's points)
+                    if manifold_warmed(impulse, friction, world, k, manifold_end(c, world, k, count)):
+                        parts += 1
+                        if a == i:
+                            move = move + splits.move_a[world, k]
+                            turn = turn + splits.turn_a[world, k]
+                        else:
+                            move = move + splits.move_b[world, k]
+                            turn = turn + splits.turn_b[world, k]
+        if parts > 0:
+            move_body(bodies, world, i, move, turn)
+        splits.count[world, i] = 0
+        splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
+        splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
 
 
 @wp.func
@@ -1444,13 +1659,127 @@ def block_share(value: int) -> int:
     return wp.tile_from_thread(shape=(1,), value=value, thread_idx=0)[0]
 
 
+@wp.func
+def narrowphase(
+    c: Contacts,
+    poses: Poses,
+    pairs: SolverPairs,
+    reach: wp.array2d[wp.float32],
+    world: int,
+    first: int,
+    last: int,
+    row: int,
+    contact_margin: float,
+) -> int:
+    """Collides candidate pairs ``first`` to ``last`` in order into the contact table from ``row`` on, each with the
+    speculative margin of its two bodies' reach; returns the world's contact count after them (at most the table's
+    capacity; the contacts past it are counted in ``c.overflow``)."""
+    for k in range(first, last):
+        a = pairs.pair_body_a[world, k]
+        b = pairs.pair_body_b[world, k]
+        row = collide(c, poses, world, a, b, contact_margin + reach[world, a] + reach[world, b], row)
+    return wp.min(row, c.end)
+
+
+@wp.func
+def narrowphase_lanes(
+    c: Contacts,
+    poses: Poses,
+    pairs: SolverPairs,
+    contacts: SolverContacts,
+    reach: wp.array2d[wp.float32],
+    world: int,
+    pair_count: int,
+    contact_margin: float,
+    lane: int,
+    lanes: int,
+):
+    """``narrowphase`` over the world's pairs on the block's lanes, with the same table bit for bit.
+
+    Rounds of one pair per lane: each lane collides its pair into a stage of its own (``span`` rows from
+    ``lane * span`` of contact columns that are free until the narrowphase ends: ``ContactMoveA`` for the normal,
+    ``ContactTurnA`` and ``ContactMoveB`` for the offsets, ``ContactNormalSpeed`` for the depth) and writes how
+    many rows its pair made in ``ContactOrder[lane]``; each lane then sums the counts of the lanes before its own
+    and copies its rows to that place in the table. They are the rows the serial narrowphase writes, since a pair
+    only looks back at its own rows (``already_touching``). A round in which a pair makes more rows than its stage
+    holds is done again one pair at a time, each with the whole stage. Past the table's capacity each row counts
+    in ``c.overflow`` as ``emit`` counts it (a pair that straddles the end may count a few fewer: its stage keeps
+    every row, so it drops duplicates that the serial pass no longer sees)."""
+    stage = Contacts()
+    stage.body_a = contacts.contact_level  # written by emit, never read back: the pair gives both bodies
+    stage.body_b = contacts.contact_level
+    stage.normal = contacts.contact_move_a
+    stage.offset_a = contacts.contact_turn_a
+    stage.offset_b = contacts.contact_move_b
+    stage.depth = contacts.contact_normal_speed
+    stage.count = c.count
+    stage.overflow = c.overflow
+    stage.counts_overflow = False
+    capacity = c.end
+    base = wp.int32(0)  # the table's rows so far
+    r0 = wp.int32(0)  # the round's first pair
+    alone_until = wp.int32(0)  # the pairs before this one are collided one per round
+    while r0 < pair_count:
+        size = wp.where(r0 < alone_until, 1, wp.min(lanes, pair_count - r0))
+        span = capacity / size  # rows of each lane's stage
+        k = r0 + lane
+        if span > 0 and lane < size:
+            a = pairs.pair_body_a[world, k]
+            b = pairs.pair_body_b[world, k]
+            stage.end = (lane + 1) * span
+            row = collide(stage, poses, world, a, b, contact_margin + reach[world, a] + reach[world, b], lane * span)
+            contacts.contact_order[world, lane] = row - lane * span
+        block_sync()
+        offset = wp.int32(base)
+        total = wp.int32(0)
+        again = bool(span == 0)
+        if span > 0:
+            for j in range(size):
+                n = contacts.contact_order[world, j]
+                if j < lane:
+                    offset += n
+                total += n
+                if n > span and size > 1:
+                    again = True
+        if again:
+            alone_until = r0 + size
+        else:
+            if lane < size:
+                i0 = pairs.pair_body_a[world, k]
+                j0 = pairs.pair_body_b[world, k]
+                first_is_a = poses.shape[world, i0] <= poses.shape[world, j0]  # as collide orders them
+                a = wp.where(first_is_a, i0, j0)
+                b = wp.where(first_is_a, j0, i0)
+                for i in range(contacts.contact_order[world, lane]):
+                    row = offset + i
+                    src = lane * span + i
+                    if row < capacity and i < span:
+                        c.body_a[world, row] = a
+                        c.body_b[world, row] = b
+                        c.normal[world, row] = stage.normal[world, src]
+                        c.offset_a[world, row] = stage.offset_a[world, src]
+                        c.offset_b[world, row] = stage.offset_b[world, src]
+                        c.depth[world, row] = stage.depth[world, src]
+                    else:
+                        wp.atomic_add(c.overflow, 0, 1)
+                        wp.atomic_min(c.overflow, 1, world)
+            base = wp.min(base + total, capacity)
+            r0 += size
+        block_sync()
+    if lane == 0:
+        c.count[world] = base
+    block_sync()
+
+
 def _step_kernel(block: bool, registers: int | None = None, recompute: bool = False, timed: bool = False) -> wp.Kernel:
     """``step_bodies`` (one thread per world) or, with ``block``, ``step_bodies_block`` (a block of lanes per
-    world), from one source. The block's lanes keep and prepare contact rows, integrate bodies, warm-start
-    manifolds, solve the manifolds of a level (each its own, or its Jacobi corrections) and update velocities
-    side by side, and meet at a block barrier between these stages and after every level; lane 0 alone runs
-    what depends on order: the narrowphase (which appends contact rows), ``order_manifolds``, the joints, the
-    sums of the Jacobi and warm-start moves (in the manifolds' order) and the velocity pass. Every body,
+    world), from one source. The block's lanes keep and prepare contact rows, collide pairs
+    (``narrowphase_lanes``), order manifolds (``order_manifolds_lanes``), integrate bodies, warm-start manifolds,
+    solve the manifolds of a level (each its own, or its Jacobi corrections), update velocities and run the
+    velocity pass (batches of manifolds that share no moving body, ``velocity_batch``) side by side, and meet at a
+    block barrier between these stages, after every level and after every batch; a lane per body sums the
+    corrections of the warm start and of the Jacobi steps in the manifolds' order; lane 0 alone runs
+    ``find_levels``, the joints and the ends of the velocity pass's batches. Every body,
     contact row and manifold gets the same arithmetic on the same values as on one thread, so both kernels
     give the same result bit for bit."""
 
@@ -1521,6 +1850,8 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
         c.depth = contact_out.contact_depth
         c.count = world_contact_count_out
         c.overflow = contact__overflow_out
+        c.end = contact_out.alive.shape[1]
+        c.counts_overflow = True
         before = LastContacts()
         before.body_a = contact_out.contact_last_body_a
         before.body_b = contact_out.contact_last_body_b
@@ -1554,13 +1885,24 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                 block_sync()
             if wp.static(timed):
                 clock = lap(world_solver_cycles_out, world, lane, 0, clock)
-            if lane == 0:
-                world_contact_count_out[world] = 0
-                for k in range(world_pair_count_in[world]):
-                    a = pair_in.pair_body_a[world, k]
-                    b = pair_in.pair_body_b[world, k]
-                    margin = contact_margin + body_out.substep_reach[world, a] + body_out.substep_reach[world, b]
-                    collide(c, poses, world, a, b, margin)
+            pair_count = world_pair_count_in[world]
+            if wp.static(block):
+                narrowphase_lanes(
+                    c,
+                    poses,
+                    pair_in,
+                    contact_out,
+                    body_out.substep_reach,
+                    world,
+                    pair_count,
+                    contact_margin,
+                    lane,
+                    lanes,
+                )
+            else:
+                world_contact_count_out[world] = narrowphase(
+                    c, poses, pair_in, body_out.substep_reach, world, 0, pair_count, 0, contact_margin
+                )
             if wp.static(block):
                 block_sync()
             if wp.static(timed):
@@ -1603,11 +1945,28 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                 v = point_velocity(bodies, world, a, ra) - point_velocity(bodies, world, b, rb)
                 contact_out.contact_normal_speed[world, k] = wp.dot(n, v)
             manifolds = wp.int32(0)
-            if lane == 0:
+            if wp.static(block):
+                manifolds = order_manifolds_lanes(
+                    bodies,
+                    c,
+                    order,
+                    contact_out.contact_height,
+                    contact_out.contact_key,
+                    contact_out.contact_level,
+                    world,
+                    count,
+                    gravity,
+                    lane,
+                    lanes,
+                )
+                if lane == 0:
+                    find_levels(
+                        bodies, c, order, contact_out.contact_height, contact_out.contact_level, world, manifolds
+                    )
+                block_sync()
+            else:
                 manifolds = order_manifolds(bodies, c, order, contact_out.contact_height, world, count, gravity)
                 find_levels(bodies, c, order, contact_out.contact_height, contact_out.contact_level, world, manifolds)
-            if wp.static(block):
-                manifolds = block_share(manifolds)
             if wp.static(timed):
                 clock = lap(world_solver_cycles_out, world, lane, 3, clock)
             warm_corrections(
@@ -1628,7 +1987,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
             )
             if wp.static(block):
                 block_sync()
-            if lane == 0:
+                apply_warm_lanes(bodies, splits, c, impulse, friction, order, world, count, manifolds, lane, lanes)
+                block_sync()
+            else:
                 apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
             if wp.static(timed):
                 clock = lap(world_solver_cycles_out, world, lane, 4, clock)
@@ -1663,7 +2024,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                     # and each is solved on its own (on a lane of its own in step_bodies_block).
                     last, jacobi = level_at(contact_out.contact_level, world, first)
                     if jacobi:
-                        if lane == 0:
+                        if wp.static(block):
+                            count_level_splits_lanes(bodies, splits, c, order, world, first, last, up, lane, lanes)
+                        else:
                             count_level_splits(bodies, splits, c, order, world, first, last, up)
                         for _step in range(level_steps(up)):
                             if wp.static(block):
@@ -1686,7 +2049,8 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                             )
                             if wp.static(block):
                                 block_sync()
-                            if lane == 0:
+                                apply_level_lanes(bodies, splits, c, order, world, first, last, lane, lanes)
+                            else:
                                 apply_level(bodies, splits, c, order, world, first, last)
                     else:
                         for m in range(first + lane, last, lanes):
@@ -1709,6 +2073,7 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 6, clock)
             for i in range(lane, nb, lanes):
+                body_out.velocity_batch[world, i] = 0
                 if body_in.alive[world, i] != 0 and movable(body_in.response[world, i], body_in.locked_by[world, i]):
                     body_out.linear_velocity[world, i] = (
                         body_out.position[world, i] - body_out.prev_position[world, i]
@@ -1721,26 +2086,32 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                     )
             if wp.static(block):
                 block_sync()
-            if lane == 0:
-                k = wp.int32(0)
-                while k < count:
-                    e = manifold_end(c, world, k, count)
-                    solve_manifold_velocity(
-                        bodies,
-                        c,
-                        impulse,
-                        contact_out.contact_normal_speed,
-                        world,
-                        k,
-                        e,
-                        h,
-                        gravity,
-                        round_radius(poses, world, contact_out.contact_body_a[world, k]),
-                        round_radius(poses, world, contact_out.contact_body_b[world, k]),
-                    )
-                    k = e
-            if wp.static(block):
-                block_sync()
+            k = wp.int32(0)
+            while k < count:
+                # A batch of manifolds that share no body the pass moves: solved side by side, as in one order.
+                e = count
+                if wp.static(block):
+                    if lane == 0:
+                        e = velocity_batch(bodies, c, body_out.velocity_batch, world, k, count)
+                    e = block_share(e)
+                for r in range(k + lane, e, lanes):
+                    if r == k or not same_pair(c, world, r - 1, r):
+                        solve_manifold_velocity(
+                            bodies,
+                            c,
+                            impulse,
+                            contact_out.contact_normal_speed,
+                            world,
+                            r,
+                            manifold_end(c, world, r, e),
+                            h,
+                            gravity,
+                            round_radius(poses, world, contact_out.contact_body_a[world, r]),
+                            round_radius(poses, world, contact_out.contact_body_b[world, r]),
+                        )
+                if wp.static(block):
+                    block_sync()
+                k = e
             if wp.static(timed):
                 clock = lap(world_solver_cycles_out, world, lane, 7, clock)
         count = world_contact_count_out[world]

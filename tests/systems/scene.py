@@ -100,4 +100,6 @@ def solver_views(sim: ecs.BatchSim) -> tuple[dict, dict, solver.Bodies, solver.S
         setattr(c, field, contact[f"contact_{field}"])
     c.count = wp.zeros(1, dtype=wp.int32, device=body["alive"].device)
     c.overflow = wp.zeros(1, dtype=wp.int32, device=body["alive"].device)
+    c.end = contact["contact_body_a"].shape[1]
+    c.counts_overflow = True
     return body, contact, bodies, splits, c

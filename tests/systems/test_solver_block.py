@@ -3,8 +3,10 @@ thread-per-world kernel's result bit for bit.
 
 The lanes keep and prepare contact rows, integrate bodies, warm-start manifolds, solve the manifolds of a
 level side by side (each its own where no body is moved by two of them, else their Jacobi corrections) and
-update velocities; lane 0 alone runs the narrowphase, the ordering, the joints, the sums of the corrections
-and the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
+update velocities; they collide a pair each into stages of their own and copy the rows into the table in
+the serial order, rank the manifolds by height, sum each body's corrections and run the velocity pass in
+batches of manifolds that move no body in common; lane 0 alone finds the levels, solves the joints and
+ends the batches. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
 (``wp.config.enable_cpu_blocks``); the tests turn them on, so a barrier missing between two stages shows up
 as a different result. Scenes: stacks listed bottom first, top first and interleaved, with and without
 offsets; the 10-cube pyramid in several orders (its levels share cubes: Jacobi steps); heaps with static and
@@ -33,8 +35,18 @@ from systems.solver import SOLVER_LANES
 from . import scene
 
 HALF = 0.25  # m, half edge of a 0.5 m cube
+LAYOUTS = ("world", "block")
 STATE = ("position", "rotation", "linear_velocity", "angular_velocity", "prev_position", "prev_rotation")
-CONTACT = ("contact_body_a", "contact_body_b", "contact_impulse", "contact_friction", "contact_order")
+CONTACT = (
+    "contact_body_a",
+    "contact_body_b",
+    "contact_normal",
+    "contact_offset_a",
+    "contact_offset_b",
+    "contact_depth",
+    "contact_impulse",
+    "contact_friction",
+)
 
 
 def cube(x: float, y: float, z: float, **kw) -> BodySpec:
@@ -116,8 +128,19 @@ def solver_lanes(sim: ecs.BatchSim) -> int:
 
 
 def state(sim: ecs.BatchSim) -> dict[str, np.ndarray]:
+    """The bodies, each world's contact rows in use and its manifolds' order (the solver's scratch columns hold
+    other things past them: the block's narrowphase stages its rows in some)."""
     out = {c: sim.tensor("body", c).numpy().copy() for c in STATE}
-    return out | {c: sim.tensor("contact", c).numpy().copy() for c in CONTACT}
+    counts = sim.tensor("world", "contact_count").numpy()
+    out["contact_count"] = counts.copy()
+    pairs = np.stack([sim.tensor("contact", c).numpy() for c in ("contact_body_a", "contact_body_b")], axis=-1)
+    order = sim.tensor("contact", "contact_order").numpy()
+    for w, n in enumerate(counts):
+        for c in CONTACT:
+            out[f"{c}[{w}]"] = sim.tensor("contact", c).numpy()[w, :n].copy()
+        manifolds = 1 + int(np.any(pairs[w, 1:n] != pairs[w, : n - 1], axis=-1).sum()) if n else 0
+        out[f"contact_order[{w}]"] = order[w, :manifolds].copy()
+    return out
 
 
 def assert_same(a: dict[str, np.ndarray], b: dict[str, np.ndarray], label: str) -> None:
@@ -334,3 +357,37 @@ def test_a_timed_solver_counts_every_stage_and_changes_nothing_else(cpu_blocks, 
         PhysicsConfig(solver_timing=1)
     with pytest.raises(ValueError, match="solver_timing must be true or false, got 'yes'"):
         envs.make("hide_and_seek", solver_timing="yes")
+
+
+@pytest.mark.parametrize(
+    ("name", "max_contacts"), [("pyramid shuffled, touching", 112), ("heap 1", 32), ("heap 1", 64)]
+)
+def test_the_lanes_narrowphase_gives_the_serial_table_when_stages_are_small(cpu_blocks, name, max_contacts):
+    """The lanes collide a pair each into a stage of ``max_contacts / pairs`` rows: with a small table most rounds
+    have a pair that makes more rows than that, and lane 0 redoes the round alone; some rounds fit. Either way the
+    table is the serial narrowphase's, row for row."""
+    cfg = {layout: PhysicsConfig(max_bodies=16, max_contacts=max_contacts, solver_layout=layout) for layout in LAYOUTS}
+    world, block = (scene.build(SCENES[name](), cfg[layout], num_worlds=2) for layout in LAYOUTS)
+    most = 0
+    for step in range(40):
+        world.step()
+        block.step()
+        most = max(most, int(world.tensor("world", "contact_count").numpy().max()))
+        if step % 10 == 9:
+            assert_same(state(world), state(block), f"{name}, {max_contacts} contacts, step {step}")
+    assert most > max_contacts // 3  # the table is well used
+
+
+def test_a_full_contact_table_is_reported_by_both_layouts(cpu_blocks):
+    """Past the table's capacity the lanes count the rows they could not copy, as the serial narrowphase does."""
+    cfg = {layout: PhysicsConfig(max_bodies=16, max_contacts=12, solver_layout=layout) for layout in LAYOUTS}
+    messages = {}
+    for layout in LAYOUTS:
+        sim = scene.build(SCENES["pyramid bottom first"](), cfg[layout], num_worlds=2)
+        with pytest.raises(ecs.CapacityError, match=r"archetype 'contact' is full: \d+ spawn\(s\) failed") as err:
+            for _ in range(3):
+                sim.step()
+        messages[layout] = str(err.value)
+        counts = sim.tensor("world", "contact_count").numpy()
+        assert (counts == 12).all(), counts
+    assert messages["world"] == messages["block"]
