@@ -8,13 +8,13 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time with the solver a thread per world and a block of lanes per world (``solver_layout``), the block also with its registers capped (``solver_registers``) and with the tables interleaved (``interleave_worlds``), at 1k..64k worlds, whether all give the same state, and the share of each solver stage in both layouts at 1k and 16k worlds (``solver_timing``) |
-| ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
-| ``registers`` | registers, local memory and max threads per block of the hide-and-seek kernels, read from the CUDA driver |
-| ``tests`` | the test suite's CUDA cases (``pytest -k cuda``) |
-| ``policy_step`` | a captured policy forward plus step (``ecs.adapters.PolicyStep``) against the two done separately |
+| ``solver`` | hide-and-seek's step time with the solver a block of lanes per world (``solver_layout``, the CUDA default) at 1k..256k worlds and the share of each solver stage at 1k and 16k (``solver_timing``); a thread per world at 1k (its stage shares too), whose state every variant must equal; the block with the tables interleaved (``interleave_worlds``) at 1k and 16k |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
+| ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
+| ``policy_step`` | a captured policy forward plus step (``ecs.adapters.PolicyStep``) against the two done separately |
+| ``tests`` | the test suite's CUDA cases (``pytest -k cuda``) |
+| ``registers`` | registers, local memory and max threads per block of the hide-and-seek kernels, read from the CUDA driver |
 | ``envs`` | ``python -m ecs bench`` of every registered env at 1k and 16k worlds |
 | ``dist`` | ``python -m ecs dist-bench cartpole`` as one rank |
 
@@ -40,12 +40,12 @@ from typing import Any
 STAGES = (
     "device",
     "solver",
-    "hide_and_seek",
-    "registers",
-    "tests",
-    "policy_step",
     "identity",
     "cartpole",
+    "hide_and_seek",
+    "policy_step",
+    "tests",
+    "registers",
     "envs",
     "dist",
 )
@@ -235,23 +235,31 @@ def stage_solver(args: argparse.Namespace) -> dict:
 
     # On CPU a block's lanes run side by side only with cooperative blocks (else one lane per world).
     wp.config.enable_cpu_blocks = True
-    counts = [4] if args.quick else [1024, 16384, 65536]
+    counts = [4] if args.quick else [1024, 16384, 65536, 262144]
     steps, repeats, window = (3, 2, None) if args.quick else (30, 3, 1.0)
-    # (layout, registers per thread, worlds interleaved): a thread or a block of lanes per world, the registers
-    # as the compiler takes them (255) or capped, so more threads fit on an SM at the price of spills to local
-    # memory, and the tables stored world by world or row by row (BatchSim(interleave_worlds=True): a warp's
-    # threads read adjacent addresses). On an H100 (results/gpu/h100-2026-11-26) the block was 1.8-12x a thread
-    # per world, and caps of 128 and 96 registers and interleaved tables gave a thread per world nothing: those
-    # are not measured again; the block with interleaved tables was not measured then.
-    variants = [("world", None, False), ("block", None, False), ("block", None, True)]
-    if not args.quick:
-        variants += [("block", 128, False)]
-    result: dict[str, Any] = {"rows": [], "identical": {}}
+    # (layout, registers per thread, worlds interleaved, world counts), in the order a short lease should
+    # measure them: the block of lanes per world (the CUDA default) at every count and where its time goes,
+    # then a thread per world at the smallest count (the reference its state must equal; on an H100,
+    # results/gpu/h100-2026-11-26, it was 1.8-12x slower than the block, and caps of 96 and 128 registers
+    # gave neither layout anything), then the block with the tables interleaved (BatchSim(interleave_worlds=
+    # True): a warp's lanes read adjacent addresses), not yet measured on a GPU.
+    variants = [
+        ("block", None, False, counts),
+        ("world", None, False, counts[:1]),
+        ("block", None, True, counts[:2]),
+    ]
+    result: dict[str, Any] = {"rows": [], "identical": {}, "stages": []}
     digests: dict[int, dict[str, list[str]]] = {n: {} for n in counts}
     scratch = {c.name for c in importlib.import_module("systems.solver").SCRATCH_COMPONENTS}
-    for layout, registers, interleave in variants:
+    for layout, registers, interleave, variant_counts in variants:
         label = layout + ("" if registers is None else f", {registers} registers") + (", interleaved" * interleave)
-        for n in counts:
+        if label == "world":
+            for n in counts[:2]:
+                result["stages"].append(_solver_stages(args, "block", n))
+                _partial(args, result)
+            result["stages"].append(_solver_stages(args, "world", counts[0]))
+            _partial(args, result)
+        for n in variant_counts:
             # A variant that does not finish in this long is taken to hang (a kernel the GPU never returns
             # from): the row says so, and the stage ends with the rows before it.
             watchdog = threading.Timer(args.variant_timeout_s, _hung, (args, result, n, label))
@@ -292,15 +300,12 @@ def stage_solver(args: argparse.Namespace) -> dict:
                 {"num_worlds": n, "layout": label, "us_per_step": per_step * 1e6, "env_steps_per_s": n / per_step}
             )
             _say(f"solver {label} {n} worlds: built in {built:.1f} s, {per_step * 1e6:.1f} us/step")
-            if "world" in digests[n] and label != "world":
-                result["identical"].setdefault(str(n), {})[label] = digests[n][label] == digests[n]["world"]
+            if "world" in digests[n]:
+                for other, digest in digests[n].items():
+                    if other != "world":
+                        result["identical"].setdefault(str(n), {})[other] = digest == digests[n]["world"]
             _partial(args, result)
             del sim
-    result["stages"] = []
-    for layout in ("world", "block"):
-        for n in counts[:2]:
-            result["stages"].append(_solver_stages(args, layout, n))
-            _partial(args, result)
     return result
 
 

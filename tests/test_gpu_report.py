@@ -36,9 +36,9 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
     assert "step_bodies" in report["stages"]["hide_and_seek"]["result"]["profile"]
     solver = report["stages"]["solver"]["result"]
-    assert [r["layout"] for r in solver["rows"]] == ["world", "block", "block, interleaved"]
+    assert [r["layout"] for r in solver["rows"]] == ["block", "world", "block, interleaved"]
     assert solver["identical"] == {"4": {"block": True, "block, interleaved": True}}
-    assert [(r["layout"], r["num_worlds"]) for r in solver["stages"]] == [("world", 4), ("block", 4)]
+    assert [(r["layout"], r["num_worlds"]) for r in solver["stages"]] == [("block", 4), ("world", 4)]
     for r in solver["stages"]:
         assert list(r["share"]) == list(SOLVER_STAGES) and abs(sum(r["share"].values()) - 1.0) < 1e-9, r
         assert all(v > 0 for v in r["cycles_per_world_step"].values()), r
@@ -66,7 +66,7 @@ def test_a_solver_variant_that_hangs_ends_its_stage_with_what_was_measured(tmp_p
     entry = json.loads((out / "report.json").read_text())["stages"]["solver"]
     assert entry["status"] == "ok"
     rows = entry["result"]["rows"]
-    assert rows[-1]["error"] == "did not finish in 0.01 s (hangs?)" and rows[-1]["layout"] == "world", rows
+    assert rows[-1]["error"] == "did not finish in 0.01 s (hangs?)" and rows[-1]["layout"] == "block", rows
     assert "did not finish" in (out / "report.md").read_text()
 
 
