@@ -567,20 +567,24 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
     best_n = wp.vec3(0.0, 0.0, 1.0)
     best_ea = wp.int32(-1)
     best_eb = wp.int32(-1)
+    # An axis that separates the solids by more than the margin ends the test: no contact, whichever axis
+    # would have separated them most.
     for i in range(num_axes(sa)):
         n = wp.quat_rotate(qa, axis_direction(sa, poses.size[world, a], i))
         ov = axis_overlap(va, count_a, vb, count_b, n)
+        if ov[0] < -margin:
+            return row
         if ov[0] < best:
             best = ov[0]
             best_n = n * ov[1]
     for i in range(num_axes(sb)):
         n = wp.quat_rotate(qb, axis_direction(sb, poses.size[world, b], i))
         ov = axis_overlap(va, count_a, vb, count_b, n)
+        if ov[0] < -margin:
+            return row
         if ov[0] < best:
             best = ov[0]
             best_n = n * ov[1]
-    if best < -margin:
-        return row
     best_face = best
     for i in range(num_axes(sa)):
         ea = wp.quat_rotate(qa, edge_direction(sa, poses.size[world, a], i))
@@ -593,12 +597,12 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
                 ov = axis_overlap(va, count_a, vb, count_b, n)
                 # Faces win ties: edge axes often repeat a face axis and give fewer contacts.
                 if ov[0] < best and ov[0] < best_face - 1.0e-4:
+                    if ov[0] < -margin:
+                        return row
                     best = ov[0]
                     best_n = n * ov[1]
                     best_ea = i
                     best_eb = j
-    if best < -margin:
-        return row
     n = best_n
     if best_ea < 0:
         first = row
