@@ -391,3 +391,27 @@ def test_a_full_contact_table_is_reported_by_both_layouts(cpu_blocks):
         counts = sim.tensor("world", "contact_count").numpy()
         assert (counts == 12).all(), counts
     assert messages["world"] == messages["block"]
+
+
+def test_the_lanes_narrowphase_takes_more_pairs_than_lanes_in_rounds(cpu_blocks):
+    """Two layers of 4 x 3 touching cubes: about 60 candidate pairs, so the lanes collide them in two rounds and
+    more, the later ones starting past the rows of the earlier."""
+    cubes = [
+        cube((i - 1.5) * 2 * HALF, (j - 1) * 2 * HALF, HALF + 2 * HALF * level + 0.001 * (i + j))
+        for level in range(2)
+        for i in range(4)
+        for j in range(3)
+    ]
+    bodies = [scene.floor(), *cubes[::-1]]
+    world, block = (
+        scene.build(bodies, PhysicsConfig(max_bodies=32, max_contacts=1024, solver_layout=layout), num_worlds=2)
+        for layout in LAYOUTS
+    )
+    pairs = 0
+    for step in range(30):
+        world.step()
+        block.step()
+        pairs = max(pairs, int(world.tensor("world", "pair_count").numpy().max()))
+        if step % 10 == 9:
+            assert_same(state(world), state(block), f"two layers, step {step}")
+    assert pairs > 2 * SOLVER_LANES, pairs
