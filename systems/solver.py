@@ -67,8 +67,8 @@ manifold of a batch on a lane of its own; the corrections of the warm start and 
 summed by a lane per body, in the manifolds' order (``apply_warm_lanes``, ``apply_level_lanes``, from the
 ``ContactMoveA`` ... columns). The lanes also keep and prepare contact rows, integrate bodies and update
 velocities side by side, and meet at a block barrier between the stages, after every level and after
-every batch. Lane 0 alone finds the levels (``find_levels``), solves the joints and ends each batch of
-the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
+every batch. The joints go in batches too (``joint_batch_end``). Lane 0 alone finds the levels
+(``find_levels``) and ends each batch of the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
 (``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world. Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
 block keeps a world's latency down where few worlds run; a thread per world fills a GPU with worlds.
 """
@@ -698,6 +698,34 @@ def solve_joint(
             dl = dist / (wa + wb)
             push(bodies, world, a, ima, dl * n, ra)
             push(bodies, world, b, imb, -dl * n, rb)
+
+
+@wp.func
+def joints_share_a_body(bodies: Bodies, joints: GrabJoints, world: int, j: int, k: int) -> bool:
+    """Whether fixed joints ``j`` and ``k`` move one body (static and locked ones do not move)."""
+    for side in range(2):
+        body = wp.where(side == 0, joints.joint_body_a[world, j], joints.joint_body_b[world, j])
+        shared = body == joints.joint_body_a[world, k] or body == joints.joint_body_b[world, k]
+        if shared and inv_mass_of(bodies, world, body) > 0.0:
+            return True
+    return False
+
+
+@wp.func
+def joint_batch_end(bodies: Bodies, joints: GrabJoints, world: int, start: int, lanes: int) -> int:
+    """End of the batch of fixed joints from row ``start`` that the block's lanes solve side by side: the rows that
+    follow while no live one moves a body that a live joint before it in the batch moves, at most ``lanes`` of them.
+    Solved side by side they give what solving them one after another gives; with one lane, each is a batch."""
+    n = joints.alive.shape[1]
+    e = start + 1
+    while e < n and e - start < lanes:
+        if joints.alive[world, e] != 0:
+            for j in range(start, e):
+                if joints.alive[world, j] != 0:  # noqa: SIM102 (Warp's `and` would read a free row's bodies)
+                    if joints_share_a_body(bodies, joints, world, j, e):
+                        return e
+        e += 1
+    return e
 
 
 @wp.func
@@ -1778,8 +1806,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
     solve the manifolds of a level (each its own, or its Jacobi corrections), update velocities and run the
     velocity pass (batches of manifolds that share no moving body, ``velocity_batch``) side by side, and meet at a
     block barrier between these stages, after every level and after every batch; a lane per body sums the
-    corrections of the warm start and of the Jacobi steps in the manifolds' order; lane 0 alone runs
-    ``find_levels``, the joints and the ends of the velocity pass's batches. Every body,
+    corrections of the warm start and of the Jacobi steps in the manifolds' order; the joints go in batches
+    that move no body in common (``joint_batch_end``); lane 0 alone runs ``find_levels`` and ends the velocity
+    pass's batches. Every body,
     contact row and manifold gets the same arithmetic on the same values as on one thread, so both kernels
     give the same result bit for bit."""
 
@@ -1996,8 +2025,11 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
             for it in range(CONTACT_PASSES):
                 # Joints first in every pass, contacts after: a held body may lag its holder a little,
                 # but is never left driven into another body (whose push-back would become speed).
-                if lane == 0:
-                    for j in range(joint_in.alive.shape[1]):
+                # In batches of joints that move no body in common, a joint per lane (one at a time on one thread).
+                s = wp.int32(0)
+                while s < joint_in.alive.shape[1]:
+                    e = joint_batch_end(bodies, joint_in, world, s, lanes)
+                    for j in range(s + lane, e, lanes):
                         if joint_in.alive[world, j] != 0:
                             solve_joint(
                                 bodies,
@@ -2008,8 +2040,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
                                 joint_in.joint_anchor_b[world, j],
                                 joint_in.joint_rotation[world, j],
                             )
-                if wp.static(block):
-                    block_sync()
+                    if wp.static(block):
+                        block_sync()
+                    s = e
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 5, clock)
                 up = wp.vec3(0.0, 0.0, 0.0)

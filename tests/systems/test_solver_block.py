@@ -5,8 +5,8 @@ The lanes keep and prepare contact rows, integrate bodies, warm-start manifolds,
 level side by side (each its own where no body is moved by two of them, else their Jacobi corrections) and
 update velocities; they collide a pair each into stages of their own and copy the rows into the table in
 the serial order, rank the manifolds by height, sum each body's corrections and run the velocity pass in
-batches of manifolds that move no body in common; lane 0 alone finds the levels, solves the joints and
-ends the batches. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
+batches of manifolds that move no body in common, and the joints in such batches too; lane 0 alone finds
+the levels and ends the velocity pass's batches. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
 (``wp.config.enable_cpu_blocks``); the tests turn them on, so a barrier missing between two stages shows up
 as a different result. Scenes: stacks listed bottom first, top first and interleaved, with and without
 offsets; the 10-cube pyramid in several orders (its levels share cubes: Jacobi steps); heaps with static and
@@ -27,7 +27,9 @@ import warp as wp
 import ecs
 import envs
 from systems import physics, solver
+from systems.collision import Contacts
 from systems.geometry import ShapeType
+from systems.grab import GrabJoints
 from systems.physics import BodySpec, PhysicsConfig
 from systems.rigid_body import Response
 from systems.solver import SOLVER_LANES
@@ -415,3 +417,98 @@ def test_the_lanes_narrowphase_takes_more_pairs_than_lanes_in_rounds(cpu_blocks)
         if step % 10 == 9:
             assert_same(state(world), state(block), f"two layers, step {step}")
     assert pairs > 2 * SOLVER_LANES, pairs
+
+
+# The batches below are solved side by side on the block's lanes. On CPU the lanes of a block run one after another
+# between barriers, in lane order, so a batch that wrongly holds two joints or manifolds moving one body could still
+# give the serial result there; the batch ends are therefore checked against a numpy reference.
+
+
+@wp.kernel
+def joint_batch_ends(bodies: solver.Bodies, joints: GrabJoints, lanes: int, ends: wp.array[wp.int32]):
+    start = wp.int32(0)
+    i = wp.int32(0)
+    while start < joints.alive.shape[1]:
+        start = solver.joint_batch_end(bodies, joints, 0, start, lanes)
+        ends[i] = start
+        i += 1
+
+
+@wp.kernel
+def velocity_batch_ends(bodies: solver.Bodies, c: Contacts, marks: wp.array2d[wp.int32], ends: wp.array[wp.int32]):
+    start = wp.int32(0)
+    i = wp.int32(0)
+    count = c.count[0]
+    while start < count:
+        start = solver.velocity_batch(bodies, c, marks, 0, start, count)
+        ends[i] = start
+        i += 1
+
+
+def moving(body: dict) -> np.ndarray:
+    """Which bodies of world 0 the solver moves (dynamic, not locked, with mass)."""
+    response = body["response"].numpy()[0]
+    return (response == int(Response.DYNAMIC)) & (body["locked_by"].numpy()[0] == 0) & (body["mass"].numpy()[0] > 0)
+
+
+def greedy_ends(items: list[tuple[int, int] | None], moves: np.ndarray, most: int) -> list[int]:
+    """Batch ends of ``items`` (body pairs; None for a free row) taken in order: a batch ends before an item that
+    moves a body an earlier item of the batch moves, or after ``most`` rows."""
+    ends, start, taken = [], 0, set()
+    for k, item in enumerate(items):
+        bodies = {b for b in (item or ()) if moves[b]}
+        if k - start == most or bodies & taken:
+            ends.append(k)
+            start, taken = k, set()
+        taken |= bodies
+    return [*ends, len(items)]
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 3, SOLVER_LANES])
+def test_joint_batches_never_hold_two_joints_moving_one_body(lanes):
+    specs = [
+        scene.floor(),
+        *(cube(1.0 * i, 0.0, HALF) for i in range(5)),
+        cube(6.0, 0.0, HALF, response=Response.STATIC),
+    ]
+    sim = scene.build(specs, PhysicsConfig(max_bodies=8, max_joints=8))
+    body, _, bodies, _, _ = scene.solver_views(sim)
+    # Rows: free ones (None), joints sharing a moving cube, and joints sharing only the static cube or the floor.
+    rows = [(1, 2), (3, 4), None, (2, 5), (6, 1), (6, 5), (0, 3), (1, 4)]
+    joints = GrabJoints()
+    joints.alive = wp.array([[0 if r is None else 1 for r in rows]], dtype=wp.int32)
+    joints.joint_body_a = wp.array([[(r or (2, 3))[0] for r in rows]], dtype=wp.int32)
+    joints.joint_body_b = wp.array([[(r or (2, 3))[1] for r in rows]], dtype=wp.int32)
+    for name, dtype in (("joint_anchor_a", wp.vec3), ("joint_anchor_b", wp.vec3), ("joint_rotation", wp.quat)):
+        setattr(joints, name, wp.zeros((1, len(rows)), dtype=dtype))
+    ends = wp.full(len(rows), -1, dtype=wp.int32)
+    wp.launch(joint_batch_ends, dim=1, inputs=[bodies, joints, lanes, ends], device="cpu")
+    expected = greedy_ends(rows, moving(body), lanes)
+    assert ends.numpy()[: len(expected)].tolist() == expected
+    if lanes == SOLVER_LANES:
+        assert expected == [3, 5, 8]
+
+
+@pytest.mark.parametrize(
+    ("name", "shared"), [("pyramid shuffled, touching", True), ("heap 0", True), ("stack 8 interleaved 2 cm", False)]
+)
+def test_velocity_batches_never_hold_two_manifolds_moving_one_body(name, shared):
+    """A stack's manifolds each move a cube the next one moves: a batch apiece. A pyramid's floor manifolds, or a
+    heap's, share batches."""
+    sim = scene.build(SCENES[name](), PhysicsConfig(max_bodies=16))
+    for _ in range(20):
+        sim.step()
+    body, contact, bodies, _, c = scene.solver_views(sim)
+    count = int(sim.tensor("world", "contact_count").numpy()[0])
+    c.count = wp.array([count], dtype=wp.int32)
+    a, b = (contact[f"contact_body_{side}"].numpy()[0, :count].tolist() for side in "ab")
+    pairs = list(zip(a, b, strict=True))
+    starts = [k for k in range(count) if k == 0 or pairs[k] != pairs[k - 1]]
+    marks = wp.zeros_like(body["velocity_batch"])
+    ends = wp.full(count + 1, -1, dtype=wp.int32)
+    wp.launch(velocity_batch_ends, dim=1, inputs=[bodies, c, marks, ends], device="cpu")
+    manifold_ends = greedy_ends([pairs[k] for k in starts], moving(body), len(starts))
+    expected = [([*starts, count])[m] for m in manifold_ends]
+    got = ends.numpy()[: len(expected)].tolist()
+    assert got == expected, (got, expected)
+    assert (len(expected) < len(starts)) == shared and len(expected) > 1, (expected, len(starts))
