@@ -1056,6 +1056,98 @@ def lap(cycles: wp.array2d[wp.int64], world: int, lane: int, stage: int, since: 
 
 
 @wp.func
+def point_slip(
+    c: Contacts,
+    world: int,
+    k: int,
+    xa: wp.vec3,
+    xb: wp.vec3,
+    xa_prev: wp.vec3,
+    xb_prev: wp.vec3,
+    rot_a: wp.mat33,
+    rot_b: wp.mat33,
+    rot_a_prev: wp.mat33,
+    rot_b_prev: wp.mat33,
+) -> wp.vec3:
+    """How far contact ``k``'s anchor on A moved against B's since the substep began (``manifold_corrections``)."""
+    oa = c.offset_a[world, k]
+    ob = c.offset_b[world, k]
+    return ((xa + rot_a * oa) - (xa_prev + rot_a_prev * oa)) - ((xb + rot_b * ob) - (xb_prev + rot_b_prev * ob))
+
+
+@wp.func
+def point_arms(
+    c: Contacts,
+    world: int,
+    k: int,
+    rot_a: wp.mat33,
+    rot_b: wp.mat33,
+    rot_a_prev: wp.mat33,
+    rot_b_prev: wp.mat33,
+    round_a: float,
+    round_b: float,
+):
+    """The arms of contact ``k``'s points that face each other now (``facing_arm``), from each body's centre."""
+    n = c.normal[world, k]
+    ra = facing_arm(rot_a * c.offset_a[world, k], rot_a, rot_a_prev, n * round_a)
+    rb = facing_arm(rot_b * c.offset_b[world, k], rot_b, rot_b_prev, -n * round_b)
+    return ra, rb
+
+
+@wp.func
+def point_depth(
+    c: Contacts,
+    world: int,
+    k: int,
+    xa: wp.vec3,
+    xb: wp.vec3,
+    rot_a: wp.mat33,
+    rot_b: wp.mat33,
+    rot_a_prev: wp.mat33,
+    rot_b_prev: wp.mat33,
+    round_a: float,
+    round_b: float,
+) -> float:
+    """Contact ``k``'s depth at the poses the manifold's solve starts from (``manifold_corrections``)."""
+    ra, rb = point_arms(c, world, k, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b)
+    return wp.dot((xa + ra) - (xb + rb), c.normal[world, k])
+
+
+@wp.func
+def point_rows(
+    c: Contacts,
+    world: int,
+    k: int,
+    xa: wp.vec3,
+    xb: wp.vec3,
+    xa_prev: wp.vec3,
+    xb_prev: wp.vec3,
+    rot_a: wp.mat33,
+    rot_b: wp.mat33,
+    rot_a_prev: wp.mat33,
+    rot_b_prev: wp.mat33,
+    round_a: float,
+    round_b: float,
+    ia: wp.mat33,
+    ib: wp.mat33,
+    ima: float,
+    imb: float,
+):
+    """What ``manifold_corrections`` reads of contact ``k`` in its sweeps, from the poses its solve starts from: the
+    arms' cross products with the normal (``r x n``), the depth, the inverse of the point's effective mass, the
+    anchors' slip since the substep began, and the turning part of the effective inverse mass. A CPU thread keeps
+    them per point; a GPU thread finds them again where it needs them (the same values)."""
+    n = c.normal[world, k]
+    ra, rb = point_arms(c, world, k, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b)
+    ca = wp.cross(ra, n)
+    cb = wp.cross(rb, n)
+    turning = wp.dot(ca, ia * ca) + wp.dot(cb, ib * cb)
+    depth = wp.dot((xa + ra) - (xb + rb), n)
+    slip = point_slip(c, world, k, xa, xb, xa_prev, xb_prev, rot_a, rot_b, rot_a_prev, rot_b_prev)
+    return ca, cb, depth, 1.0 / (ima + turning + imb), slip, turning
+
+
+@wp.func
 def manifold_corrections(
     bodies: Bodies,
     c: Contacts,
@@ -1103,10 +1195,11 @@ def manifold_corrections(
     mu = wp.max(bodies.friction[world, a], bodies.friction[world, b])
     # Per point (the first MAX_MANIFOLD): normal, depth, inverse mass, and the turn of each body per unit impulse.
     count = wp.min(end - start, MAX_MANIFOLD)  # points past the first MAX_MANIFOLD are left out
-    # What the sweeps read of a point but can find again from its contact row (its normal, its arms at the
-    # anchors, the turn per unit impulse ``I^-1 (r x n)``) a GPU thread recomputes there rather than keeps: each
-    # kept row is 192 bytes of its local memory. A CPU thread, alone on its core's cache, keeps the arms and turns
-    # (the same values either way).
+    # What the sweeps read of a point but can find again from its contact row (``point_rows``: its arms, the turn
+    # per unit impulse ``I^-1 (r x n)``, its depth, effective mass and slip at the start) a GPU thread recomputes
+    # there rather than keeps: each kept row is 64 to 192 bytes of its local memory per thread (768 in all, which
+    # the H100 build of the solver held in local memory with its spills). A CPU thread, alone on its core's cache,
+    # keeps them (the same values either way).
     keep = bodies.keep_rows
     arm_a = ManifoldRows()
     arm_b = ManifoldRows()
@@ -1123,31 +1216,39 @@ def manifold_corrections(
     for i in range(count):
         k = start + i
         n = c.normal[world, k]
-        oa = c.offset_a[world, k]
-        ob = c.offset_b[world, k]
-        ra = rot_a * oa
-        rb = rot_b * ob
+        ra = rot_a * c.offset_a[world, k]
+        rb = rot_b * c.offset_b[world, k]
+        reach_a = wp.max(reach_a, wp.length(ra))
+        reach_b = wp.max(reach_b, wp.length(rb))
+        ca, cb, depth, w, slip, turning = point_rows(
+            c,
+            world,
+            k,
+            xa,
+            xb,
+            xa_prev,
+            xb_prev,
+            rot_a,
+            rot_b,
+            rot_a_prev,
+            rot_b_prev,
+            round_a,
+            round_b,
+            ia,
+            ib,
+            ima,
+            imb,
+        )
         if keep:
             pos_a[i] = ra
             pos_b[i] = rb
-        reach_a = wp.max(reach_a, wp.length(ra))
-        reach_b = wp.max(reach_b, wp.length(rb))
-        # Motion of A's anchor relative to B's since the substep began.
-        slip0[i] = ((xa + ra) - (xa_prev + rot_a_prev * oa)) - ((xb + rb) - (xb_prev + rot_b_prev * ob))
-        ra = facing_arm(ra, rot_a, rot_a_prev, n * round_a)
-        rb = facing_arm(rb, rot_b, rot_b_prev, -n * round_b)
-        ca = wp.cross(ra, n)
-        cb = wp.cross(rb, n)
-        ua = ia * ca
-        ub = ib * cb
-        arm_a[i] = ca
-        arm_b[i] = cb
-        if keep:
-            turn_a[i] = ua
-            turn_b[i] = ub
-        depth0[i] = wp.dot((xa + ra) - (xb + rb), n)
-        turning = wp.dot(ca, ua) + wp.dot(cb, ub)
-        inv_w[i] = 1.0 / (ima + turning + imb)
+            arm_a[i] = ca
+            arm_b[i] = cb
+            turn_a[i] = ia * ca
+            turn_b[i] = ib * cb
+            slip0[i] = slip
+            depth0[i] = depth
+            inv_w[i] = w
         if turning > 0.0 or wp.dot(n, c.normal[world, start]) < 1.0 - 1.0e-6:
             translating = False
     # A pair that no normal impulse can turn (bodies that turn only about the normal, such as upright
@@ -1156,18 +1257,19 @@ def manifold_corrections(
     # would leave all of it on the point solved first, whose friction alone would then turn the body.
     # Such a face shares its normal impulse equally among its deepest points (the flat face's points,
     # all of them), as soft contacts would with equal penetrations, before friction is solved.
-    shares = ManifoldValues()
+    deepest = wp.float32(0.0)
+    bearing = wp.float32(0.0)
     if translating:
-        deepest = depth0[0]
+        deepest = point_depth(c, world, start, xa, xb, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b)
         for i in range(1, count):
-            deepest = wp.max(deepest, depth0[i])
-        bearing = wp.float32(0.0)
+            deepest = wp.max(
+                deepest,
+                point_depth(c, world, start + i, xa, xb, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b),
+            )
         for i in range(count):
-            if depth0[i] >= deepest - SHARE_GAP:
+            depth = point_depth(c, world, start + i, xa, xb, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b)
+            if depth >= deepest - SHARE_GAP:
                 bearing += 1.0
-        for i in range(count):
-            if depth0[i] >= deepest - SHARE_GAP:
-                shares[i] = 1.0 / bearing
     # The motion the solve gives each body (translation and small rotation vector), linearised.
     linearised = wp.length_sq(up) == 0.0  # a pass before the last
     sweeps = wp.where(linearised, FIRST_SWEEPS, NORMAL_SWEEPS)
@@ -1190,32 +1292,63 @@ def manifold_corrections(
             for slot in range(lo, hi):
                 i = wp.where(backwards, count - 1 - slot, slot)
                 n = c.normal[world, start + i]
-                depth = depth0[i] + wp.dot(n, dxa - dxb) + wp.dot(dqa, arm_a[i]) - wp.dot(dqb, arm_b[i])
+                ca = wp.vec3(0.0, 0.0, 0.0)
+                cb = wp.vec3(0.0, 0.0, 0.0)
+                depth_at_start = wp.float32(0.0)
+                w = wp.float32(0.0)
+                ta = wp.vec3(0.0, 0.0, 0.0)
+                tb = wp.vec3(0.0, 0.0, 0.0)
+                if keep:
+                    ca = arm_a[i]
+                    cb = arm_b[i]
+                    depth_at_start = depth0[i]
+                    w = inv_w[i]
+                    ta = turn_a[i]
+                    tb = turn_b[i]
+                else:
+                    ca, cb, depth_at_start, w, _slip, _turning = point_rows(
+                        c,
+                        world,
+                        start + i,
+                        xa,
+                        xb,
+                        xa_prev,
+                        xb_prev,
+                        rot_a,
+                        rot_b,
+                        rot_a_prev,
+                        rot_b_prev,
+                        round_a,
+                        round_b,
+                        ia,
+                        ib,
+                        ima,
+                        imb,
+                    )
+                    ta = ia * ca
+                    tb = ib * cb
+                depth = depth_at_start + wp.dot(n, dxa - dxb) + wp.dot(dqa, ca) - wp.dot(dqb, cb)
                 l_old = impulse[world, start + i]
                 if depth > 0.0 or l_old > 0.0:
-                    l_new = wp.max(l_old + depth * inv_w[i], 0.0)
+                    l_new = wp.max(l_old + depth * w, 0.0)
                     dl = l_new - l_old
                     impulse[world, start + i] = l_new
                     # The impulse dl n acts on B at rb and -dl n on A at ra.
                     dxa -= n * (dl * ima)
-                    ta = wp.vec3(0.0, 0.0, 0.0)
-                    tb = wp.vec3(0.0, 0.0, 0.0)
-                    if keep:
-                        ta = turn_a[i]
-                        tb = turn_b[i]
-                    else:
-                        ta = ia * arm_a[i]
-                        tb = ib * arm_b[i]
                     dqa -= ta * dl
                     dxb += n * (dl * imb)
                     dqb += tb * dl
             if translating:
-                # The normal impulses moved the pair along the common normal only: their sum is what counts.
+                # The normal impulses moved the pair along the common normal only: their sum is what counts,
+                # shared equally among the deepest points.
                 total = wp.float32(0.0)
                 for i in range(count):
                     total += impulse[world, start + i]
                 for i in range(count):
-                    impulse[world, start + i] = total * shares[i]
+                    depth = point_depth(
+                        c, world, start + i, xa, xb, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b
+                    )
+                    impulse[world, start + i] = total * wp.where(depth >= deepest - SHARE_GAP, 1.0 / bearing, 0.0)
             for slot in range(lo, hi):
                 i = wp.where(backwards, count - 1 - slot, slot)
                 k = start + i
@@ -1225,13 +1358,18 @@ def manifold_corrections(
                     n = c.normal[world, k]
                     ra = wp.vec3(0.0, 0.0, 0.0)
                     rb = wp.vec3(0.0, 0.0, 0.0)
+                    slip_at_start = wp.vec3(0.0, 0.0, 0.0)
                     if keep:
                         ra = pos_a[i]
                         rb = pos_b[i]
+                        slip_at_start = slip0[i]
                     else:
                         ra = rot_a * c.offset_a[world, k]
                         rb = rot_b * c.offset_b[world, k]
-                    slip = slip0[i] + (dxa + wp.cross(dqa, ra)) - (dxb + wp.cross(dqb, rb))
+                        slip_at_start = point_slip(
+                            c, world, k, xa, xb, xa_prev, xb_prev, rot_a, rot_b, rot_a_prev, rot_b_prev
+                        )
+                    slip = slip_at_start + (dxa + wp.cross(dqa, ra)) - (dxb + wp.cross(dqb, rb))
                     slip = slip - n * wp.dot(slip, n)
                     size = wp.length(slip)
                     f_new = f_old
