@@ -277,6 +277,9 @@ class Poses:
     size: wp.array2d[wp.vec3]
     position: wp.array2d[wp.vec3]
     rotation: wp.array2d[wp.quat]
+    # Whether the narrowphase keeps a pair's world vertices (a CPU thread) or finds each again where it needs it
+    # (a GPU thread, and any Poses left at False): the same values either way (``corner``).
+    keep_vertices: wp.bool
 
 
 @wp.func
@@ -418,36 +421,55 @@ def collide_polyhedron_plane(c: Contacts, poses: Poses, world: int, a: int, b: i
     return row
 
 
-# The world-frame vertices of a polyhedron (rows past ``num_vertices`` unused), found once per pair: the
-# separating-axis tests project them on up to 15 axes, and the contact faces' edges reuse them.
+@wp.func_native("#if defined(__CUDA_ARCH__)\nreturn false;\n#else\nreturn true;\n#endif\n")
+def on_cpu() -> bool:
+    """Whether this code runs on the CPU (a constant of each build: the compiler drops the other branch)."""
+    ...
+
+
+# The world-frame vertices of a polyhedron (rows past ``num_vertices`` unused), found once per pair on a CPU: the
+# separating-axis tests project them on up to 15 axes, and the contact faces' edges reuse them. A GPU thread
+# finds each again where it needs it (``corner``, the same value; ``Poses.keep_vertices``): kept, the two
+# solids' vertices took a solver thread hundreds of bytes of local memory.
 Vertices = wp.types.matrix(shape=(8, 3), dtype=wp.float32)
 
 
 @wp.func
 def world_vertices(poses: Poses, world: int, i: int) -> Vertices:
+    """Body ``i``'s world vertices where ``poses.keep_vertices`` (else zeros: ``corner`` finds them again)."""
     out = Vertices()
-    for k in range(num_vertices(poses.shape[world, i])):
-        out[k] = world_vertex(poses, world, i, k)
+    if poses.keep_vertices:
+        for k in range(num_vertices(poses.shape[world, i])):
+            out[k] = world_vertex(poses, world, i, k)
     return out
 
 
 @wp.func
-def project(vertices: Vertices, count: int, n: wp.vec3) -> wp.vec2:
-    """(min, max) of the first ``count`` of a polyhedron's world ``vertices`` projected on ``n``."""
+def corner(vertices: Vertices, poses: Poses, world: int, i: int, k: int) -> wp.vec3:
+    """World vertex ``k`` of body ``i``: from ``vertices`` (``world_vertices``) where ``poses.keep_vertices``, else
+    found again."""
+    if poses.keep_vertices:
+        return vertices[k]
+    return world_vertex(poses, world, i, k)
+
+
+@wp.func
+def project(vertices: Vertices, poses: Poses, world: int, i: int, n: wp.vec3) -> wp.vec2:
+    """(min, max) of polyhedron ``i``'s world vertices (``world_vertices``) projected on ``n``."""
     lo = wp.float32(BIG)
     hi = wp.float32(-BIG)
-    for k in range(count):
-        p = wp.dot(vertices[k], n)
+    for k in range(num_vertices(poses.shape[world, i])):
+        p = wp.dot(corner(vertices, poses, world, i, k), n)
         lo = wp.min(lo, p)
         hi = wp.max(hi, p)
     return wp.vec2(lo, hi)
 
 
 @wp.func
-def axis_overlap(va: Vertices, count_a: int, vb: Vertices, count_b: int, n: wp.vec3) -> wp.vec2:
+def axis_overlap(va: Vertices, vb: Vertices, poses: Poses, world: int, a: int, b: int, n: wp.vec3) -> wp.vec2:
     """(overlap of polyhedra a and b (their world vertices) along n, +1 if b lies on the +n side of a else -1)."""
-    pa = project(va, count_a, n)
-    pb = project(vb, count_b, n)
+    pa = project(va, poses, world, a, n)
+    pb = project(vb, poses, world, b, n)
     forward = pa[1] - pb[0]
     backward = pb[1] - pa[0]
     if forward <= backward:
@@ -524,12 +546,12 @@ def face_edge_crossings(
     )
     v = wp.cross(n, u)
     for i in range(num_edges(sa)):
-        a0 = va[edge_vertex(sa, i, 0)]
-        a1 = va[edge_vertex(sa, i, 1)]
+        a0 = corner(va, poses, world, a, edge_vertex(sa, i, 0))
+        a1 = corner(va, poses, world, a, edge_vertex(sa, i, 1))
         if top_a - wp.dot(a0, n) <= near and top_a - wp.dot(a1, n) <= near:
             for j in range(num_edges(sb)):
-                b0 = vb[edge_vertex(sb, j, 0)]
-                b1 = vb[edge_vertex(sb, j, 1)]
+                b0 = corner(vb, poses, world, b, edge_vertex(sb, j, 0))
+                b1 = corner(vb, poses, world, b, edge_vertex(sb, j, 1))
                 if wp.dot(b0, n) - low_b <= near and wp.dot(b1, n) - low_b <= near:
                     da = a1 - a0
                     db = b1 - b0
@@ -571,7 +593,7 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
     # would have separated them most.
     for i in range(num_axes(sa)):
         n = wp.quat_rotate(qa, axis_direction(sa, poses.size[world, a], i))
-        ov = axis_overlap(va, count_a, vb, count_b, n)
+        ov = axis_overlap(va, vb, poses, world, a, b, n)
         if ov[0] < -margin:
             return row
         if ov[0] < best:
@@ -579,7 +601,7 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
             best_n = n * ov[1]
     for i in range(num_axes(sb)):
         n = wp.quat_rotate(qb, axis_direction(sb, poses.size[world, b], i))
-        ov = axis_overlap(va, count_a, vb, count_b, n)
+        ov = axis_overlap(va, vb, poses, world, a, b, n)
         if ov[0] < -margin:
             return row
         if ov[0] < best:
@@ -594,7 +616,7 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
             ln = wp.length(n)
             if ln > 1.0e-4:
                 n = n / ln
-                ov = axis_overlap(va, count_a, vb, count_b, n)
+                ov = axis_overlap(va, vb, poses, world, a, b, n)
                 # Faces win ties: edge axes often repeat a face axis and give fewer contacts.
                 if ov[0] < best and ov[0] < best_face - 1.0e-4:
                     if ov[0] < -margin:
@@ -606,16 +628,16 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
     n = best_n
     if best_ea < 0:
         first = row
-        top_a = project(va, count_a, n)[1]
-        low_b = project(vb, count_b, n)[0]
+        top_a = project(va, poses, world, a, n)[1]
+        low_b = project(vb, poses, world, b, n)[0]
         for k in range(count_b):
-            v = vb[k]
+            v = corner(vb, poses, world, b, k)
             if inside_with_margin(poses, world, a, v, margin):
                 depth = top_a - wp.dot(v, n)
                 if depth > -margin:
                     row = emit(c, poses, world, a, b, v + n * depth, v, n, depth, row)
         for k in range(count_a):
-            v = va[k]
+            v = corner(va, poses, world, a, k)
             if inside_with_margin(poses, world, b, v, margin):
                 depth = wp.dot(v, n) - low_b
                 if depth > -margin and not already_touching(c, poses, world, b, first, row, v - n * depth, n):
@@ -627,10 +649,10 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
     ib = supporting_edge(poses, world, b, eb, n, -1.0)
     if ia < 0 or ib < 0:
         return row
-    a0 = va[edge_vertex(sa, ia, 0)]
-    a1 = va[edge_vertex(sa, ia, 1)]
-    b0 = vb[edge_vertex(sb, ib, 0)]
-    b1 = vb[edge_vertex(sb, ib, 1)]
+    a0 = corner(va, poses, world, a, edge_vertex(sa, ia, 0))
+    a1 = corner(va, poses, world, a, edge_vertex(sa, ia, 1))
+    b0 = corner(vb, poses, world, b, edge_vertex(sb, ib, 0))
+    b1 = corner(vb, poses, world, b, edge_vertex(sb, ib, 1))
     st = segment_segment(a0, a1, b0, b1)
     pa = a0 + (a1 - a0) * st[0]
     pb = b0 + (b1 - b0) * st[1]

@@ -79,7 +79,7 @@ import warp as wp
 
 import ecs
 
-from .collision import Contacts, Poses, collide, shape_extent
+from .collision import Contacts, Poses, collide, on_cpu, shape_extent
 from .geometry import is_round
 from .grab import GrabJoints
 from .rigid_body import (
@@ -1028,12 +1028,6 @@ def solve_level(
     for _step in range(level_steps(up)):
         level_corrections(bodies, splits, poses, c, impulse, friction, order, world, first, last, count, up, 0, 1)
         apply_level(bodies, splits, c, order, world, first, last)
-
-
-@wp.func_native("#if defined(__CUDA_ARCH__)\nreturn false;\n#else\nreturn true;\n#endif\n")
-def on_cpu() -> bool:
-    """Whether this code runs on the CPU (a constant of each build: the compiler drops the other branch)."""
-    ...
 
 
 @wp.func_native(
@@ -2008,6 +2002,9 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
         poses.size = body_in.size
         poses.position = body_out.position
         poses.rotation = body_out.rotation
+        poses.keep_vertices = on_cpu()
+        if wp.static(recompute):
+            poses.keep_vertices = False
         c = Contacts()
         c.body_a = contact_out.contact_body_a
         c.body_b = contact_out.contact_body_b

@@ -86,6 +86,7 @@ def solve(sim, starts: list[int], count: int, *, jacobi: bool) -> dict[str, np.n
         body["position"],
         body["rotation"],
     )
+    poses.keep_vertices = True
     impulse = wp.zeros_like(contact["contact_impulse"])
     friction = wp.zeros_like(contact["contact_friction"])
     order = wp.array([starts], dtype=wp.int32, device=device)
