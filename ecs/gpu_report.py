@@ -8,7 +8,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time with the solver a block of lanes per world (``solver_layout``, the CUDA default) at 1k..256k worlds and the share of each solver stage at 1k and 16k (``solver_timing``); a thread per world at 1k (its stage shares too), whose state every variant must equal; the block with the tables interleaved (``interleave_worlds``) at 1k and 16k |
+| ``solver`` | hide-and-seek's step time with the solver a block of lanes per world (``solver_layout``, the CUDA default) at 1k..256k worlds and the share of each solver stage at 1k and 16k (``solver_timing``); a thread per world at 1k (its stage shares too), whose state every variant must equal; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
@@ -240,14 +240,18 @@ def stage_solver(args: argparse.Namespace) -> dict:
     # (layout, registers per thread, worlds interleaved, world counts), in the order a short lease should
     # measure them: the block of lanes per world (the CUDA default) at every count and where its time goes,
     # then a thread per world at the smallest count (the reference its state must equal; on an H100,
-    # results/gpu/h100-2026-11-26, it was 1.8-12x slower than the block, and caps of 96 and 128 registers
-    # gave neither layout anything), then the block with the tables interleaved (BatchSim(interleave_worlds=
-    # True): a warp's lanes read adjacent addresses), not yet measured on a GPU.
+    # results/gpu/h100-2026-11-26, it was 1.8-12x slower than the block), then the block with the tables
+    # interleaved (BatchSim(interleave_worlds=True): a warp's lanes read adjacent addresses), not yet measured
+    # on a GPU, and with its registers capped.
     variants = [
         ("block", None, False, counts),
         ("world", None, False, counts[:1]),
         ("block", None, True, counts[:2]),
     ]
+    if not args.quick:
+        # Capped at 128 registers a lane spills more but an SM holds twice the warps: no gain on the H100 while a
+        # lane kept 1.5 KB of local memory; measured again now that it keeps half that.
+        variants.append(("block", 128, False, counts[:2]))
     result: dict[str, Any] = {"rows": [], "identical": {}, "stages": []}
     digests: dict[int, dict[str, list[str]]] = {n: {} for n in counts}
     scratch = {c.name for c in importlib.import_module("systems.solver").SCRATCH_COMPONENTS}
