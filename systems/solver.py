@@ -1049,96 +1049,67 @@ def lap(cycles: wp.array2d[wp.int64], world: int, lane: int, stage: int, since: 
     return now
 
 
+@wp.struct
+class PairStart:
+    """What ``manifold_corrections`` knows of a manifold's two bodies when its solve starts: their poses now and at
+    the substep's start, the radii of round ones (0 for others), and their (split) inverse masses and world inverse
+    inertias."""
+
+    xa: wp.vec3
+    xb: wp.vec3
+    xa_prev: wp.vec3
+    xb_prev: wp.vec3
+    rot_a: wp.mat33
+    rot_b: wp.mat33
+    rot_a_prev: wp.mat33
+    rot_b_prev: wp.mat33
+    round_a: wp.float32
+    round_b: wp.float32
+    ia: wp.mat33
+    ib: wp.mat33
+    ima: wp.float32
+    imb: wp.float32
+
+
 @wp.func
-def point_slip(
-    c: Contacts,
-    world: int,
-    k: int,
-    xa: wp.vec3,
-    xb: wp.vec3,
-    xa_prev: wp.vec3,
-    xb_prev: wp.vec3,
-    rot_a: wp.mat33,
-    rot_b: wp.mat33,
-    rot_a_prev: wp.mat33,
-    rot_b_prev: wp.mat33,
-) -> wp.vec3:
+def point_slip(c: Contacts, world: int, k: int, pair: PairStart) -> wp.vec3:
     """How far contact ``k``'s anchor on A moved against B's since the substep began (``manifold_corrections``)."""
     oa = c.offset_a[world, k]
     ob = c.offset_b[world, k]
-    return ((xa + rot_a * oa) - (xa_prev + rot_a_prev * oa)) - ((xb + rot_b * ob) - (xb_prev + rot_b_prev * ob))
+    return ((pair.xa + pair.rot_a * oa) - (pair.xa_prev + pair.rot_a_prev * oa)) - (
+        (pair.xb + pair.rot_b * ob) - (pair.xb_prev + pair.rot_b_prev * ob)
+    )
 
 
 @wp.func
-def point_arms(
-    c: Contacts,
-    world: int,
-    k: int,
-    rot_a: wp.mat33,
-    rot_b: wp.mat33,
-    rot_a_prev: wp.mat33,
-    rot_b_prev: wp.mat33,
-    round_a: float,
-    round_b: float,
-):
+def point_arms(c: Contacts, world: int, k: int, pair: PairStart):
     """The arms of contact ``k``'s points that face each other now (``facing_arm``), from each body's centre."""
     n = c.normal[world, k]
-    ra = facing_arm(rot_a * c.offset_a[world, k], rot_a, rot_a_prev, n * round_a)
-    rb = facing_arm(rot_b * c.offset_b[world, k], rot_b, rot_b_prev, -n * round_b)
+    ra = facing_arm(pair.rot_a * c.offset_a[world, k], pair.rot_a, pair.rot_a_prev, n * pair.round_a)
+    rb = facing_arm(pair.rot_b * c.offset_b[world, k], pair.rot_b, pair.rot_b_prev, -n * pair.round_b)
     return ra, rb
 
 
 @wp.func
-def point_depth(
-    c: Contacts,
-    world: int,
-    k: int,
-    xa: wp.vec3,
-    xb: wp.vec3,
-    rot_a: wp.mat33,
-    rot_b: wp.mat33,
-    rot_a_prev: wp.mat33,
-    rot_b_prev: wp.mat33,
-    round_a: float,
-    round_b: float,
-) -> float:
+def point_depth(c: Contacts, world: int, k: int, pair: PairStart) -> float:
     """Contact ``k``'s depth at the poses the manifold's solve starts from (``manifold_corrections``)."""
-    ra, rb = point_arms(c, world, k, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b)
-    return wp.dot((xa + ra) - (xb + rb), c.normal[world, k])
+    ra, rb = point_arms(c, world, k, pair)
+    return wp.dot((pair.xa + ra) - (pair.xb + rb), c.normal[world, k])
 
 
 @wp.func
-def point_rows(
-    c: Contacts,
-    world: int,
-    k: int,
-    xa: wp.vec3,
-    xb: wp.vec3,
-    xa_prev: wp.vec3,
-    xb_prev: wp.vec3,
-    rot_a: wp.mat33,
-    rot_b: wp.mat33,
-    rot_a_prev: wp.mat33,
-    rot_b_prev: wp.mat33,
-    round_a: float,
-    round_b: float,
-    ia: wp.mat33,
-    ib: wp.mat33,
-    ima: float,
-    imb: float,
-):
+def point_rows(c: Contacts, world: int, k: int, pair: PairStart):
     """What ``manifold_corrections`` reads of contact ``k`` in its sweeps, from the poses its solve starts from: the
     arms' cross products with the normal (``r x n``), the depth, the inverse of the point's effective mass, the
     anchors' slip since the substep began, and the turning part of the effective inverse mass. A CPU thread keeps
     them per point; a GPU thread finds them again where it needs them (the same values)."""
     n = c.normal[world, k]
-    ra, rb = point_arms(c, world, k, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b)
+    ra, rb = point_arms(c, world, k, pair)
     ca = wp.cross(ra, n)
     cb = wp.cross(rb, n)
-    turning = wp.dot(ca, ia * ca) + wp.dot(cb, ib * cb)
-    depth = wp.dot((xa + ra) - (xb + rb), n)
-    slip = point_slip(c, world, k, xa, xb, xa_prev, xb_prev, rot_a, rot_b, rot_a_prev, rot_b_prev)
-    return ca, cb, depth, 1.0 / (ima + turning + imb), slip, turning
+    turning = wp.dot(ca, pair.ia * ca) + wp.dot(cb, pair.ib * cb)
+    depth = wp.dot((pair.xa + ra) - (pair.xb + rb), n)
+    return ca, cb, depth, 1.0 / (pair.ima + turning + pair.imb), point_slip(c, world, k, pair), turning
 
 
 @wp.func
@@ -1187,6 +1158,21 @@ def manifold_corrections(
     rot_a_prev = wp.quat_to_matrix(bodies.prev_rotation[world, a])
     rot_b_prev = wp.quat_to_matrix(bodies.prev_rotation[world, b])
     mu = wp.max(bodies.friction[world, a], bodies.friction[world, b])
+    pair = PairStart()
+    pair.xa = xa
+    pair.xb = xb
+    pair.xa_prev = xa_prev
+    pair.xb_prev = xb_prev
+    pair.rot_a = rot_a
+    pair.rot_b = rot_b
+    pair.rot_a_prev = rot_a_prev
+    pair.rot_b_prev = rot_b_prev
+    pair.round_a = round_a
+    pair.round_b = round_b
+    pair.ia = ia
+    pair.ib = ib
+    pair.ima = ima
+    pair.imb = imb
     # Per point (the first MAX_MANIFOLD): normal, depth, inverse mass, and the turn of each body per unit impulse.
     count = wp.min(end - start, MAX_MANIFOLD)  # points past the first MAX_MANIFOLD are left out
     # What the sweeps read of a point but can find again from its contact row (``point_rows``: its arms, the turn
@@ -1214,25 +1200,7 @@ def manifold_corrections(
         rb = rot_b * c.offset_b[world, k]
         reach_a = wp.max(reach_a, wp.length(ra))
         reach_b = wp.max(reach_b, wp.length(rb))
-        ca, cb, depth, w, slip, turning = point_rows(
-            c,
-            world,
-            k,
-            xa,
-            xb,
-            xa_prev,
-            xb_prev,
-            rot_a,
-            rot_b,
-            rot_a_prev,
-            rot_b_prev,
-            round_a,
-            round_b,
-            ia,
-            ib,
-            ima,
-            imb,
-        )
+        ca, cb, depth, w, slip, turning = point_rows(c, world, k, pair)
         if keep:
             pos_a[i] = ra
             pos_b[i] = rb
@@ -1254,14 +1222,14 @@ def manifold_corrections(
     deepest = wp.float32(0.0)
     bearing = wp.float32(0.0)
     if translating:
-        deepest = point_depth(c, world, start, xa, xb, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b)
+        deepest = point_depth(c, world, start, pair)
         for i in range(1, count):
             deepest = wp.max(
                 deepest,
-                point_depth(c, world, start + i, xa, xb, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b),
+                point_depth(c, world, start + i, pair),
             )
         for i in range(count):
-            depth = point_depth(c, world, start + i, xa, xb, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b)
+            depth = point_depth(c, world, start + i, pair)
             if depth >= deepest - SHARE_GAP:
                 bearing += 1.0
     # The motion the solve gives each body (translation and small rotation vector), linearised.
@@ -1300,25 +1268,7 @@ def manifold_corrections(
                     ta = turn_a[i]
                     tb = turn_b[i]
                 else:
-                    ca, cb, depth_at_start, w, _slip, _turning = point_rows(
-                        c,
-                        world,
-                        start + i,
-                        xa,
-                        xb,
-                        xa_prev,
-                        xb_prev,
-                        rot_a,
-                        rot_b,
-                        rot_a_prev,
-                        rot_b_prev,
-                        round_a,
-                        round_b,
-                        ia,
-                        ib,
-                        ima,
-                        imb,
-                    )
+                    ca, cb, depth_at_start, w, _slip, _turning = point_rows(c, world, start + i, pair)
                     ta = ia * ca
                     tb = ib * cb
                 depth = depth_at_start + wp.dot(n, dxa - dxb) + wp.dot(dqa, ca) - wp.dot(dqb, cb)
@@ -1339,9 +1289,7 @@ def manifold_corrections(
                 for i in range(count):
                     total += impulse[world, start + i]
                 for i in range(count):
-                    depth = point_depth(
-                        c, world, start + i, xa, xb, rot_a, rot_b, rot_a_prev, rot_b_prev, round_a, round_b
-                    )
+                    depth = point_depth(c, world, start + i, pair)
                     impulse[world, start + i] = total * wp.where(depth >= deepest - SHARE_GAP, 1.0 / bearing, 0.0)
             for slot in range(lo, hi):
                 i = wp.where(backwards, count - 1 - slot, slot)
@@ -1360,9 +1308,7 @@ def manifold_corrections(
                     else:
                         ra = rot_a * c.offset_a[world, k]
                         rb = rot_b * c.offset_b[world, k]
-                        slip_at_start = point_slip(
-                            c, world, k, xa, xb, xa_prev, xb_prev, rot_a, rot_b, rot_a_prev, rot_b_prev
-                        )
+                        slip_at_start = point_slip(c, world, k, pair)
                     slip = slip_at_start + (dxa + wp.cross(dqa, ra)) - (dxb + wp.cross(dqb, rb))
                     slip = slip - n * wp.dot(slip, n)
                     size = wp.length(slip)
@@ -1872,8 +1818,6 @@ def narrowphase_lanes(
     stage.offset_a = contacts.contact_turn_a
     stage.offset_b = contacts.contact_move_b
     stage.depth = contacts.contact_normal_speed
-    stage.count = c.count
-    stage.overflow = c.overflow
     stage.counts_overflow = False
     capacity = c.end
     base = wp.int32(0)  # the table's rows so far
