@@ -8,7 +8,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time with the solver a block of lanes per world (``solver_layout``, the CUDA default) at 1k..256k worlds and the share of each solver stage at 1k and 16k (``solver_timing``); a thread per world at 1k (its stage shares too), whose state every variant must equal; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
+| ``solver`` | hide-and-seek's step time with the solver a block of lanes per world (``solver_layout``, the CUDA default) and in four kernels a substep ("staged") at 1k..256k worlds; the share of each solver stage at 1k and 16k (``solver_timing``; for "staged", ``sim.profile`` of its launches); a thread per world at 1k (its stage shares too), whose state every variant must equal; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
@@ -242,9 +242,12 @@ def stage_solver(args: argparse.Namespace) -> dict:
     # then a thread per world at the smallest count (the reference its state must equal; on an H100,
     # results/gpu/h100-2026-11-26, it was 1.8-12x slower than the block), then the block with the tables
     # interleaved (BatchSim(interleave_worlds=True): a warp's lanes read adjacent addresses), not yet measured
-    # on a GPU, and with its registers capped.
+    # on a GPU, and with its registers capped. The staged layout (the block's work in four kernels a substep,
+    # solver.STAGED: offline, ptxas gives them 149-255 registers and at most 48 B of local memory where the
+    # whole block kernel holds 800 B) runs second, at every count, and its launches are profiled at 1k and 16k.
     variants = [
         ("block", None, False, counts),
+        ("staged", None, False, counts),
         ("world", None, False, counts[:1]),
         ("block", None, True, counts[:2]),
     ]
@@ -252,7 +255,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
         # Capped at 128 registers a lane spills more but an SM holds twice the warps: no gain on the H100 while a
         # lane kept 1.5 KB of local memory; measured again now that it keeps half that.
         variants.append(("block", 128, False, counts[:2]))
-    result: dict[str, Any] = {"rows": [], "identical": {}, "stages": []}
+    result: dict[str, Any] = {"rows": [], "identical": {}, "stages": [], "staged_profile": []}
     digests: dict[int, dict[str, list[str]]] = {n: {} for n in counts}
     scratch = {c.name for c in importlib.import_module("systems.solver").SCRATCH_COMPONENTS}
     for layout, registers, interleave, variant_counts in variants:
@@ -260,6 +263,9 @@ def stage_solver(args: argparse.Namespace) -> dict:
         if label == "world":
             for n in counts[:2]:
                 result["stages"].append(_solver_stages(args, "block", n))
+                _partial(args, result)
+            for n in counts[:2]:
+                result["staged_profile"].append(_staged_profile(args, n))
                 _partial(args, result)
             result["stages"].append(_solver_stages(args, "world", counts[0]))
             _partial(args, result)
@@ -313,6 +319,23 @@ def stage_solver(args: argparse.Namespace) -> dict:
     return result
 
 
+def _stepped_sim(args: argparse.Namespace, n: int, row: dict, **overrides: Any):
+    """Hide-and-seek at ``n`` worlds with ``overrides``, stepped once with seeded random actions; None (and the
+    error in ``row``) where it cannot be built."""
+    import torch
+
+    try:
+        sim = _sim("hide_and_seek", n, args.device, seed=2, **overrides)
+    except Exception as e:
+        row["error"] = f"{type(e).__name__}: {e}"[:300]
+        return None
+    gen = torch.Generator().manual_seed(1)
+    for key, value in _random_actions(sim, gen).items():
+        sim.actions[key].copy_(value)
+    sim.step()
+    return sim
+
+
 def _solver_stages(args: argparse.Namespace, layout: str, n: int) -> dict:
     """Where the solver's time goes: hide-and-seek with ``solver_timing``, each stage's clock cycles (lane 0 of
     every world, ``world.solver_cycles``) per world-step and as a share of the solver's cycles."""
@@ -322,14 +345,9 @@ def _solver_stages(args: argparse.Namespace, layout: str, n: int) -> dict:
 
     stages = importlib.import_module("systems.solver").SOLVER_STAGES
     row: dict[str, Any] = {"num_worlds": n, "layout": layout}
-    try:
-        sim = _sim("hide_and_seek", n, args.device, seed=2, solver_layout=layout, solver_timing=True)
-    except Exception as e:
-        return row | {"error": f"{type(e).__name__}: {e}"[:300]}
-    gen = torch.Generator().manual_seed(1)
-    for key, value in _random_actions(sim, gen).items():
-        sim.actions[key].copy_(value)
-    sim.step()
+    sim = _stepped_sim(args, n, row, solver_layout=layout, solver_timing=True)
+    if sim is None:
+        return row
     cycles = sim.tensor("world", "solver_cycles")
     cycles.zero_()
     steps = 2 if args.quick else 5
@@ -339,6 +357,31 @@ def _solver_stages(args: argparse.Namespace, layout: str, n: int) -> dict:
     row["cycles_per_world_step"] = {name: t / (n * steps) for name, t in zip(stages, total, strict=True)}
     row["share"] = {name: t / max(sum(total), 1.0) for name, t in zip(stages, total, strict=True)}
     _say(f"solver stages {layout} {n} worlds: " + ", ".join(f"{k} {v:.0%}" for k, v in row["share"].items()))
+    return row
+
+
+def _staged_profile(args: argparse.Namespace, n: int) -> dict:
+    """The staged solver's launches timed one by one (``sim.profile``: a device synchronisation around each), summed
+    over the substeps per stage of ``solver.STAGED``: seconds per step and share of the solver's time."""
+    import importlib
+
+    staged = importlib.import_module("systems.solver").STAGED
+    row: dict[str, Any] = {"num_worlds": n}
+    sim = _stepped_sim(args, n, row, solver_layout="staged")
+    if sim is None:
+        return row
+    tree = sim.profile(2 if args.quick else 5).as_dict()["tree"]
+    seconds = dict.fromkeys(staged, 0.0)
+    for phase in tree["children"]:
+        for system in phase["children"]:
+            parts = system["name"].split("_")
+            if len(parts) == 3 and parts[0] == "solver" and parts[1] in seconds:
+                seconds[parts[1]] += system["seconds"]
+    total = sum(seconds.values())
+    row["seconds_per_step"] = seconds
+    row["share"] = {k: v / total if total > 0 else 0.0 for k, v in seconds.items()}
+    row["step_seconds"] = tree["seconds"]
+    _say(f"staged solver {n} worlds: " + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in seconds.items()))
     return row
 
 
@@ -528,7 +571,13 @@ def stage_registers(args: argparse.Namespace) -> dict:
     import warp as wp
 
     # (layout, registers, timed): what the solver stage runs; building a sim loads every module of its step
-    solvers = (("world", None, False), ("block", None, False), ("block", 128, False), ("block", None, True))
+    solvers = (
+        ("world", None, False),
+        ("block", None, False),
+        ("staged", None, False),
+        ("block", 128, False),
+        ("block", None, True),
+    )
     sims = [
         _sim("hide_and_seek", 64, args.device, solver_layout=lay, solver_registers=r, solver_timing=t)
         for lay, r, t in solvers
@@ -663,6 +712,11 @@ def _rate_table(rows: list[dict], column: str, label: str) -> list[str]:
     return lines
 
 
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A markdown table's lines."""
+    return [f"| {' | '.join(header)} |", "|" + "---|" * len(header)] + [f"| {' | '.join(map(str, r))} |" for r in rows]
+
+
 def _write(out: str, report: dict) -> None:
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(report, f, indent=1, default=str)
@@ -685,12 +739,33 @@ def _write(out: str, report: dict) -> None:
             if stage_rows:
                 names = list(stage_rows[0]["share"])
                 lines += ["", "Solver stages, share of lane 0's clock cycles (`solver_timing`):", ""]
-                lines += ["| layout | num_worlds | " + " | ".join(names) + " | cycles per world-step |"]
-                lines += ["|---|---|" + "---|" * (len(names) + 1)]
-                for r in stage_rows:
-                    shares = " | ".join(f"{r['share'][k]:.1%}" for k in names)
-                    total = sum(r["cycles_per_world_step"].values())
-                    lines.append(f"| {r['layout']} | {r['num_worlds']} | {shares} | {total:,.0f} |")
+                lines += _table(
+                    ["layout", "num_worlds", *names, "cycles per world-step"],
+                    [
+                        [
+                            r["layout"],
+                            r["num_worlds"],
+                            *(f"{r['share'][k]:.1%}" for k in names),
+                            f"{sum(r['cycles_per_world_step'].values()):,.0f}",
+                        ]
+                        for r in stage_rows
+                    ],
+                )
+            staged_rows = [r for r in result.get("staged_profile", []) if "share" in r]
+            if staged_rows:
+                names = list(staged_rows[0]["share"])
+                lines += ["", "Staged solver, each stage's launches timed by `sim.profile` (us per step, share):", ""]
+                lines += _table(
+                    ["num_worlds", *names, "eager step (us)"],
+                    [
+                        [
+                            r["num_worlds"],
+                            *(f"{r['seconds_per_step'][k] * 1e6:,.0f} ({r['share'][k]:.0%})" for k in names),
+                            f"{r['step_seconds'] * 1e6:,.0f}",
+                        ]
+                        for r in staged_rows
+                    ],
+                )
         elif name == "identity" and entry["status"] == "ok":
             lines += [
                 f"- {env}: identical={r['identical']} ({r['num_worlds']} worlds, {r['steps']} steps)"

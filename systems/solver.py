@@ -71,6 +71,12 @@ every batch. The joints go in batches too (``joint_batch_end``). Lane 0 alone fi
 (``find_levels``) and ends each batch of the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
 (``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world. Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
 block keeps a world's latency down where few worlds run; a thread per world fills a GPU with worlds.
+
+The staged layout runs the block's work as ``begin_substeps`` and then four kernels every substep
+(``STAGED``: collide, prepare, solve, velocity; ``step_kernel(stage=...)``, the same source with the other
+stages left out), again with the same result bit for bit. What one stage leaves to the next is in the tables
+and in ``SolverCounts``. A GPU thread of one stage holds only what that stage needs: in the H100 build none
+keeps more than 48 B of local memory where the whole kernel keeps 800 B.
 """
 
 from __future__ import annotations
@@ -199,6 +205,11 @@ SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SubstepReach, VelocityBa
 # integrate, order (normal speeds, manifold order, levels), warm_start, joints, levels (the contact passes) and
 # velocities (velocity update and velocity pass).
 SOLVER_STAGES = ("reach", "narrowphase", "integrate", "order", "warm_start", "joints", "levels", "velocities")
+# The kernels of the staged layout, launched in this order every substep after ``begin_substeps``: collide
+# (reach and narrowphase), prepare (integrate, order, warm start), solve (the contact passes with their joints),
+# velocity (velocity update and pass). Each holds one part of the solver, so a GPU thread needs fewer registers
+# and spills less than in the whole; the profiler times each launch.
+STAGED = ("collide", "prepare", "solve", "velocity")
 
 
 @ecs.component(singleton=True, shape=(len(SOLVER_STAGES),))
@@ -208,6 +219,14 @@ class SolverCycles:
     the time-stamp counter on CPU. An untimed solver leaves it alone."""
 
     value: wp.int64
+
+
+@ecs.component(singleton=True, shape=(2,))
+class SolverCounts:
+    """Solver scratch of the staged layout, per world: the contact rows kept from the substep before and the
+    manifolds of this substep, which one stage's kernel leaves to the next."""
+
+    value: wp.int32
 
 
 @ecs.component
@@ -1875,7 +1894,9 @@ def narrowphase_lanes(
     block_sync()
 
 
-def _step_kernel(block: bool, registers: int | None = None, recompute: bool = False, timed: bool = False) -> wp.Kernel:
+def _step_kernel(
+    block: bool, registers: int | None = None, recompute: bool = False, timed: bool = False, stage: str | None = None
+) -> wp.Kernel:
     """``step_bodies`` (one thread per world) or, with ``block``, ``step_bodies_block`` (a block of lanes per
     world), from one source. The block's lanes keep and prepare contact rows, collide pairs
     (``narrowphase_lanes``), order manifolds (``order_manifolds_lanes``), integrate bodies, warm-start manifolds,
@@ -1886,7 +1907,13 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
     that move no body in common (``joint_batch_end``); lane 0 alone runs ``find_levels`` and ends the velocity
     pass's batches. Every body,
     contact row and manifold gets the same arithmetic on the same values as on one thread, so both kernels
-    give the same result bit for bit."""
+    give the same result bit for bit.
+
+    With ``stage`` (one of ``STAGED``), the kernel runs that stage of one substep only (``step_bodies_<stage>``,
+    the staged layout): the stages launched in turn, every substep, after ``begin_substeps``, give the same
+    result again. Between them, ``solver_counts`` keeps what a stage leaves to the next (the rows kept from
+    the substep before, the manifolds)."""
+    whole = stage is None
 
     def step_bodies(
         # Resources:
@@ -1907,6 +1934,7 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
         contact__overflow_out: wp.array[wp.int32],
         world_contact_count_out: wp.array[wp.int32],
         world_solver_cycles_out: wp.array2d[wp.int64],
+        world_solver_counts_out: wp.array2d[wp.int32],
     ):
         """One physics step of every body of a world: substeps of integrate, collide, solve, update."""
         if wp.static(block):
@@ -1976,264 +2004,305 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
         clock = wp.int64(0)  # the cycle count where the stage being timed began (``timed``)
         if wp.static(timed):
             clock = cycle_counter()
-        for _sub in range(physics_substeps):
+        substeps = physics_substeps
+        if wp.static(not whole):
+            substeps = 1  # the staged kernels run one stage of one substep
+        for _sub in range(substeps):
             # Speculative contacts: the narrowphase runs at the poses the substep starts from, with a
             # margin as wide as the pair can close during it, and the solve keeps the contact anchors
             # from overlapping along those normals after the bodies moved. A body can then never be
             # pushed out on the far side of a thin wall it crossed within one substep.
             # Contacts of the step before are not kept: a world reset between steps may have moved its bodies anywhere.
-            last_count = wp.where(_sub == 0, 0, world_contact_count_out[world])
-            for k in range(lane, last_count, lanes):
-                keep_contact(c, before, impulse, friction, world, k)
-            for i in range(lane, nb, lanes):
-                body_out.substep_reach[world, i] = substep_reach(
-                    bodies, poses, world, i, h, gravity, body_in.force[world, i]
-                )
-            if wp.static(block):
-                block_sync()
-            if wp.static(timed):
-                clock = lap(world_solver_cycles_out, world, lane, 0, clock)
-            pair_count = world_pair_count_in[world]
-            if wp.static(block):
-                narrowphase_lanes(
-                    c,
-                    poses,
-                    pair_in,
-                    contact_out,
-                    body_out.substep_reach,
-                    world,
-                    pair_count,
-                    contact_margin,
-                    lane,
-                    lanes,
-                )
-            else:
-                world_contact_count_out[world] = narrowphase(
-                    c, poses, pair_in, body_out.substep_reach, world, 0, pair_count, 0, contact_margin
-                )
-            if wp.static(block):
-                block_sync()
-            if wp.static(timed):
-                clock = lap(world_solver_cycles_out, world, lane, 1, clock)
-            for i in range(lane, nb, lanes):
-                if body_in.alive[world, i] != 0:
-                    integrate(
-                        bodies,
-                        world,
-                        i,
-                        h,
-                        gravity,
-                        linear_damping,
-                        angular_damping,
-                        body_in.force[world, i],
-                        body_in.torque[world, i],
-                        body_in.drag[world, i],
-                    )
-            if wp.static(block):
-                block_sync()
-            if wp.static(timed):
-                clock = lap(world_solver_cycles_out, world, lane, 2, clock)
-            count = world_contact_count_out[world]
-            for k in range(lane, count, lanes):
-                a = contact_out.contact_body_a[world, k]
-                b = contact_out.contact_body_b[world, k]
-                qa = body_out.rotation[world, a]
-                qb = body_out.rotation[world, b]
-                n = contact_out.contact_normal[world, k]
-                rot_a = wp.quat_to_matrix(qa)
-                rot_b = wp.quat_to_matrix(qb)
-                start_a = wp.quat_to_matrix(body_out.prev_rotation[world, a])
-                start_b = wp.quat_to_matrix(body_out.prev_rotation[world, b])
-                ra = facing_arm(
-                    rot_a * contact_out.contact_offset_a[world, k], rot_a, start_a, n * round_radius(poses, world, a)
-                )
-                rb = facing_arm(
-                    rot_b * contact_out.contact_offset_b[world, k], rot_b, start_b, -n * round_radius(poses, world, b)
-                )
-                v = point_velocity(bodies, world, a, ra) - point_velocity(bodies, world, b, rb)
-                contact_out.contact_normal_speed[world, k] = wp.dot(n, v)
-            manifolds = wp.int32(0)
-            if wp.static(block):
-                manifolds = order_manifolds_lanes(
-                    bodies,
-                    c,
-                    order,
-                    contact_out.contact_height,
-                    contact_out.contact_key,
-                    contact_out.contact_level,
-                    world,
-                    count,
-                    gravity,
-                    lane,
-                    lanes,
-                )
+            last_count = wp.int32(0)
+            if wp.static(whole):
+                last_count = wp.where(_sub == 0, 0, world_contact_count_out[world])
+            elif wp.static(stage == "collide"):
+                last_count = world_contact_count_out[world]  # 0 before a step's first substep (begin_substeps)
                 if lane == 0:
-                    find_levels(
-                        bodies, c, order, contact_out.contact_height, contact_out.contact_level, world, manifolds
-                    )
-                block_sync()
+                    world_solver_counts_out[world, 0] = last_count
             else:
-                manifolds = order_manifolds(bodies, c, order, contact_out.contact_height, world, count, gravity)
-                find_levels(bodies, c, order, contact_out.contact_height, contact_out.contact_level, world, manifolds)
-            if wp.static(timed):
-                clock = lap(world_solver_cycles_out, world, lane, 3, clock)
-            warm_corrections(
-                bodies,
-                splits,
-                c,
-                before,
-                impulse,
-                friction,
-                order,
-                contact_out.contact_level,
-                world,
-                count,
-                manifolds,
-                last_count,
-                lane,
-                lanes,
-            )
-            if wp.static(block):
-                block_sync()
-                apply_warm_lanes(bodies, splits, c, impulse, friction, order, world, count, manifolds, lane, lanes)
-                block_sync()
-            else:
-                apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
-            if wp.static(timed):
-                clock = lap(world_solver_cycles_out, world, lane, 4, clock)
-            for it in range(CONTACT_PASSES):
-                # Joints first in every pass, contacts after: a held body may lag its holder a little,
-                # but is never left driven into another body (whose push-back would become speed).
-                # In batches of joints that move no body in common, a joint per lane (one at a time on one thread).
-                s = wp.int32(0)
-                while s < joint_in.alive.shape[1]:
-                    e = joint_batch_end(bodies, joint_in, world, s, lanes)
-                    for j in range(s + lane, e, lanes):
-                        if joint_in.alive[world, j] != 0:
-                            solve_joint(
-                                bodies,
-                                world,
-                                joint_in.joint_body_a[world, j],
-                                joint_in.joint_body_b[world, j],
-                                joint_in.joint_anchor_a[world, j],
-                                joint_in.joint_anchor_b[world, j],
-                                joint_in.joint_rotation[world, j],
-                            )
-                    if wp.static(block):
-                        block_sync()
-                    s = e
-                if wp.static(timed):
-                    clock = lap(world_solver_cycles_out, world, lane, 5, clock)
-                up = wp.vec3(0.0, 0.0, 0.0)
-                if it == CONTACT_PASSES - 1:
-                    up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
-                first = wp.int32(0)
-                while first < manifolds:
-                    # A level: the manifolds at one height. When two of them move the same body (a cube
-                    # resting on two others, a row pressed together), the level is solved by Jacobi
-                    # steps, so the body settles on both supports whichever is listed first, and a
-                    # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
-                    # and each is solved on its own (on a lane of its own in step_bodies_block).
-                    last, jacobi = level_at(contact_out.contact_level, world, first)
-                    if jacobi:
-                        if wp.static(block):
-                            count_level_splits_lanes(bodies, splits, c, order, world, first, last, up, lane, lanes)
-                        else:
-                            count_level_splits(bodies, splits, c, order, world, first, last, up)
-                        for _step in range(level_steps(up)):
-                            if wp.static(block):
-                                block_sync()
-                            level_corrections(
-                                bodies,
-                                splits,
-                                poses,
-                                c,
-                                impulse,
-                                friction,
-                                order,
-                                world,
-                                first,
-                                last,
-                                count,
-                                up,
-                                lane,
-                                lanes,
-                            )
-                            if wp.static(block):
-                                block_sync()
-                                apply_level_lanes(bodies, splits, c, order, world, first, last, lane, lanes)
-                            else:
-                                apply_level(bodies, splits, c, order, world, first, last)
-                    else:
-                        for m in range(first + lane, last, lanes):
-                            k = order[world, m]
-                            solve_manifold(
-                                bodies,
-                                c,
-                                impulse,
-                                friction,
-                                world,
-                                k,
-                                manifold_end(c, world, k, count),
-                                up,
-                                round_radius(poses, world, contact_out.contact_body_a[world, k]),
-                                round_radius(poses, world, contact_out.contact_body_b[world, k]),
-                            )
-                    if wp.static(block):
-                        block_sync()
-                    first = last
-                if wp.static(timed):
-                    clock = lap(world_solver_cycles_out, world, lane, 6, clock)
-            for i in range(lane, nb, lanes):
-                body_out.velocity_batch[world, i] = 0
-                if body_in.alive[world, i] != 0 and movable(body_in.response[world, i], body_in.locked_by[world, i]):
-                    body_out.linear_velocity[world, i] = (
-                        body_out.position[world, i] - body_out.prev_position[world, i]
-                    ) / h
-                    body_out.angular_velocity[world, i] = substep_angular_velocity(
-                        body_out.prev_rotation[world, i],
-                        body_out.rotation[world, i],
-                        body_out.angular_velocity[world, i],
-                        h,
+                last_count = world_solver_counts_out[world, 0]
+            if wp.static(whole or stage == "collide"):
+                for k in range(lane, last_count, lanes):
+                    keep_contact(c, before, impulse, friction, world, k)
+                for i in range(lane, nb, lanes):
+                    body_out.substep_reach[world, i] = substep_reach(
+                        bodies, poses, world, i, h, gravity, body_in.force[world, i]
                     )
-            if wp.static(block):
-                block_sync()
-            k = wp.int32(0)
-            while k < count:
-                # A batch of manifolds that share no body the pass moves: solved side by side, as in one order.
-                e = count
                 if wp.static(block):
-                    if lane == 0:
-                        e = velocity_batch(bodies, c, body_out.velocity_batch, world, k, count)
-                    e = block_share(e)
-                for r in range(k + lane, e, lanes):
-                    if r == k or not same_pair(c, world, r - 1, r):
-                        solve_manifold_velocity(
+                    block_sync()
+                if wp.static(timed):
+                    clock = lap(world_solver_cycles_out, world, lane, 0, clock)
+                pair_count = world_pair_count_in[world]
+                if wp.static(block):
+                    narrowphase_lanes(
+                        c,
+                        poses,
+                        pair_in,
+                        contact_out,
+                        body_out.substep_reach,
+                        world,
+                        pair_count,
+                        contact_margin,
+                        lane,
+                        lanes,
+                    )
+                else:
+                    world_contact_count_out[world] = narrowphase(
+                        c, poses, pair_in, body_out.substep_reach, world, 0, pair_count, 0, contact_margin
+                    )
+                if wp.static(block):
+                    block_sync()
+                if wp.static(timed):
+                    clock = lap(world_solver_cycles_out, world, lane, 1, clock)
+            if wp.static(whole or stage == "prepare"):
+                for i in range(lane, nb, lanes):
+                    if body_in.alive[world, i] != 0:
+                        integrate(
                             bodies,
-                            c,
-                            impulse,
-                            contact_out.contact_normal_speed,
                             world,
-                            r,
-                            manifold_end(c, world, r, e),
+                            i,
                             h,
                             gravity,
-                            round_radius(poses, world, contact_out.contact_body_a[world, r]),
-                            round_radius(poses, world, contact_out.contact_body_b[world, r]),
+                            linear_damping,
+                            angular_damping,
+                            body_in.force[world, i],
+                            body_in.torque[world, i],
+                            body_in.drag[world, i],
                         )
                 if wp.static(block):
                     block_sync()
-                k = e
-            if wp.static(timed):
-                clock = lap(world_solver_cycles_out, world, lane, 7, clock)
-        count = world_contact_count_out[world]
-        for k in range(lane, contact_out.alive.shape[1], lanes):
-            contact_out.alive[world, k] = wp.where(k < count, 1, 0)
+                if wp.static(timed):
+                    clock = lap(world_solver_cycles_out, world, lane, 2, clock)
+                count = world_contact_count_out[world]
+                for k in range(lane, count, lanes):
+                    a = contact_out.contact_body_a[world, k]
+                    b = contact_out.contact_body_b[world, k]
+                    qa = body_out.rotation[world, a]
+                    qb = body_out.rotation[world, b]
+                    n = contact_out.contact_normal[world, k]
+                    rot_a = wp.quat_to_matrix(qa)
+                    rot_b = wp.quat_to_matrix(qb)
+                    start_a = wp.quat_to_matrix(body_out.prev_rotation[world, a])
+                    start_b = wp.quat_to_matrix(body_out.prev_rotation[world, b])
+                    ra = facing_arm(
+                        rot_a * contact_out.contact_offset_a[world, k],
+                        rot_a,
+                        start_a,
+                        n * round_radius(poses, world, a),
+                    )
+                    rb = facing_arm(
+                        rot_b * contact_out.contact_offset_b[world, k],
+                        rot_b,
+                        start_b,
+                        -n * round_radius(poses, world, b),
+                    )
+                    v = point_velocity(bodies, world, a, ra) - point_velocity(bodies, world, b, rb)
+                    contact_out.contact_normal_speed[world, k] = wp.dot(n, v)
+                manifolds = wp.int32(0)
+                if wp.static(block):
+                    manifolds = order_manifolds_lanes(
+                        bodies,
+                        c,
+                        order,
+                        contact_out.contact_height,
+                        contact_out.contact_key,
+                        contact_out.contact_level,
+                        world,
+                        count,
+                        gravity,
+                        lane,
+                        lanes,
+                    )
+                    if lane == 0:
+                        find_levels(
+                            bodies, c, order, contact_out.contact_height, contact_out.contact_level, world, manifolds
+                        )
+                    block_sync()
+                else:
+                    manifolds = order_manifolds(bodies, c, order, contact_out.contact_height, world, count, gravity)
+                    find_levels(
+                        bodies, c, order, contact_out.contact_height, contact_out.contact_level, world, manifolds
+                    )
+                if wp.static(timed):
+                    clock = lap(world_solver_cycles_out, world, lane, 3, clock)
+                warm_corrections(
+                    bodies,
+                    splits,
+                    c,
+                    before,
+                    impulse,
+                    friction,
+                    order,
+                    contact_out.contact_level,
+                    world,
+                    count,
+                    manifolds,
+                    last_count,
+                    lane,
+                    lanes,
+                )
+                if wp.static(block):
+                    block_sync()
+                    apply_warm_lanes(bodies, splits, c, impulse, friction, order, world, count, manifolds, lane, lanes)
+                    block_sync()
+                else:
+                    apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
+                if wp.static(timed):
+                    clock = lap(world_solver_cycles_out, world, lane, 4, clock)
+                if wp.static(not whole):  # noqa: SIM102 (a static branch: compiled only into the staged kernels)
+                    if lane == 0:
+                        world_solver_counts_out[world, 1] = manifolds
+            if wp.static(whole or stage == "solve"):
+                count = world_contact_count_out[world]
+                if wp.static(not whole):
+                    manifolds = world_solver_counts_out[world, 1]
+                for it in range(CONTACT_PASSES):
+                    # Joints first in every pass, contacts after: a held body may lag its holder a little,
+                    # but is never left driven into another body (whose push-back would become speed).
+                    # In batches of joints that move no body in common, a joint per lane (one at a time on one thread).
+                    s = wp.int32(0)
+                    while s < joint_in.alive.shape[1]:
+                        e = joint_batch_end(bodies, joint_in, world, s, lanes)
+                        for j in range(s + lane, e, lanes):
+                            if joint_in.alive[world, j] != 0:
+                                solve_joint(
+                                    bodies,
+                                    world,
+                                    joint_in.joint_body_a[world, j],
+                                    joint_in.joint_body_b[world, j],
+                                    joint_in.joint_anchor_a[world, j],
+                                    joint_in.joint_anchor_b[world, j],
+                                    joint_in.joint_rotation[world, j],
+                                )
+                        if wp.static(block):
+                            block_sync()
+                        s = e
+                    if wp.static(timed):
+                        clock = lap(world_solver_cycles_out, world, lane, 5, clock)
+                    up = wp.vec3(0.0, 0.0, 0.0)
+                    if it == CONTACT_PASSES - 1:
+                        up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
+                    first = wp.int32(0)
+                    while first < manifolds:
+                        # A level: the manifolds at one height. When two of them move the same body (a cube
+                        # resting on two others, a row pressed together), the level is solved by Jacobi
+                        # steps, so the body settles on both supports whichever is listed first, and a
+                        # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
+                        # and each is solved on its own (on a lane of its own in step_bodies_block).
+                        last, jacobi = level_at(contact_out.contact_level, world, first)
+                        if jacobi:
+                            if wp.static(block):
+                                count_level_splits_lanes(bodies, splits, c, order, world, first, last, up, lane, lanes)
+                            else:
+                                count_level_splits(bodies, splits, c, order, world, first, last, up)
+                            for _step in range(level_steps(up)):
+                                if wp.static(block):
+                                    block_sync()
+                                level_corrections(
+                                    bodies,
+                                    splits,
+                                    poses,
+                                    c,
+                                    impulse,
+                                    friction,
+                                    order,
+                                    world,
+                                    first,
+                                    last,
+                                    count,
+                                    up,
+                                    lane,
+                                    lanes,
+                                )
+                                if wp.static(block):
+                                    block_sync()
+                                    apply_level_lanes(bodies, splits, c, order, world, first, last, lane, lanes)
+                                else:
+                                    apply_level(bodies, splits, c, order, world, first, last)
+                        else:
+                            for m in range(first + lane, last, lanes):
+                                k = order[world, m]
+                                solve_manifold(
+                                    bodies,
+                                    c,
+                                    impulse,
+                                    friction,
+                                    world,
+                                    k,
+                                    manifold_end(c, world, k, count),
+                                    up,
+                                    round_radius(poses, world, contact_out.contact_body_a[world, k]),
+                                    round_radius(poses, world, contact_out.contact_body_b[world, k]),
+                                )
+                        if wp.static(block):
+                            block_sync()
+                        first = last
+                    if wp.static(timed):
+                        clock = lap(world_solver_cycles_out, world, lane, 6, clock)
+            if wp.static(whole or stage == "velocity"):
+                count = world_contact_count_out[world]
+                for i in range(lane, nb, lanes):
+                    body_out.velocity_batch[world, i] = 0
+                    if body_in.alive[world, i] != 0 and movable(
+                        body_in.response[world, i], body_in.locked_by[world, i]
+                    ):
+                        body_out.linear_velocity[world, i] = (
+                            body_out.position[world, i] - body_out.prev_position[world, i]
+                        ) / h
+                        body_out.angular_velocity[world, i] = substep_angular_velocity(
+                            body_out.prev_rotation[world, i],
+                            body_out.rotation[world, i],
+                            body_out.angular_velocity[world, i],
+                            h,
+                        )
+                if wp.static(block):
+                    block_sync()
+                k = wp.int32(0)
+                while k < count:
+                    # A batch of manifolds that share no body the pass moves: solved side by side, as in one order.
+                    e = count
+                    if wp.static(block):
+                        if lane == 0:
+                            e = velocity_batch(bodies, c, body_out.velocity_batch, world, k, count)
+                        e = block_share(e)
+                    for r in range(k + lane, e, lanes):
+                        if r == k or not same_pair(c, world, r - 1, r):
+                            solve_manifold_velocity(
+                                bodies,
+                                c,
+                                impulse,
+                                contact_out.contact_normal_speed,
+                                world,
+                                r,
+                                manifold_end(c, world, r, e),
+                                h,
+                                gravity,
+                                round_radius(poses, world, contact_out.contact_body_a[world, r]),
+                                round_radius(poses, world, contact_out.contact_body_b[world, r]),
+                            )
+                    if wp.static(block):
+                        block_sync()
+                    k = e
+                if wp.static(timed):
+                    clock = lap(world_solver_cycles_out, world, lane, 7, clock)
+                if wp.static(not whole):
+                    for k in range(lane, contact_out.alive.shape[1], lanes):
+                        contact_out.alive[world, k] = wp.where(k < count, 1, 0)
+        if wp.static(whole):
+            count = world_contact_count_out[world]
+            for k in range(lane, contact_out.alive.shape[1], lanes):
+                contact_out.alive[world, k] = wp.where(k < count, 1, 0)
 
-    if block or registers is not None or recompute or timed:
+    if timed and not whole:
+        raise ValueError("a staged solver is timed by the profiler, per stage and substep; it takes no timed=")
+    if stage is not None and stage not in STAGED:
+        raise ValueError(f"stage must be one of {list(STAGED)} or None, got {stage!r}")
+    if block or registers is not None or recompute or timed or not whole:
         # A module of its own, built for blocks of SOLVER_LANES where lanes are asked for (what ahead-of-time and
         # register reports compile), and only where an env asks for this kernel.
-        name = "step_bodies" + ("_block" if block else "") + ("" if registers is None else f"_r{registers}")
+        name = "step_bodies" + ("" if whole else f"_{stage}") + ("_block" if block else "")
+        name += "" if registers is None else f"_r{registers}"
         name += "_recompute" if recompute else ""
         name += "_timed" if timed else ""
         options = {"block_dim": SOLVER_LANES, "enable_backward": False} if block else {"enable_backward": False}
@@ -2243,13 +2312,21 @@ def _step_kernel(block: bool, registers: int | None = None, recompute: bool = Fa
 
 step_bodies = _step_kernel(block=False)
 step_bodies_block = _step_kernel(block=True)
-_STEP_KERNELS: dict[tuple[bool, int | None, bool, bool], wp.Kernel] = {
-    (False, None, False, False): step_bodies,
-    (True, None, False, False): step_bodies_block,
+_STEP_KERNELS: dict[tuple[bool, int | None, bool, bool, str | None], wp.Kernel] = {
+    (False, None, False, False, None): step_bodies,
+    (True, None, False, False, None): step_bodies_block,
 }
 
 
-def step_kernel(block: bool, registers: int | None = None, recompute: bool = False, timed: bool = False) -> wp.Kernel:
+@wp.kernel(module="unique")
+def begin_substeps(world_contact_count_out: wp.array[wp.int32]):
+    """The staged solver's first launch of a step: no contacts to keep from a substep before (see ``STAGED``)."""
+    world_contact_count_out[wp.tid()] = 0
+
+
+def step_kernel(
+    block: bool, registers: int | None = None, recompute: bool = False, timed: bool = False, stage: str | None = None
+) -> wp.Kernel:
     """The solver's kernel: a block of ``SOLVER_LANES`` lanes per world or a thread per world, with at most
     ``registers`` registers per thread on CUDA (``__maxnreg__``; None: as many as the compiler takes, up to 255).
     The same result bit for bit on CPU; on CUDA a cap trades registers for local memory, so more threads fit
@@ -2257,13 +2334,13 @@ def step_kernel(block: bool, registers: int | None = None, recompute: bool = Fal
     per choice, each capped one in a module of its own. ``recompute`` (for tests): the CPU build recomputes what a
     GPU thread recomputes rather than keeps (see ``manifold_corrections``), so that path runs on CPU too.
     ``timed``: lane 0 of each world also counts the clock cycles of each stage into ``SolverCycles``, with the
-    same result otherwise."""
-    key = (bool(block), registers, bool(recompute), bool(timed))
+    same result otherwise. ``stage``: the kernel of that stage of the staged layout (``STAGED``)."""
+    key = (bool(block), registers, bool(recompute), bool(timed), stage)
     if key not in _STEP_KERNELS:
         _STEP_KERNELS[key] = _step_kernel(*key)
     return _STEP_KERNELS[key]
 
 
 def is_step_kernel(fn: object) -> bool:
-    """Whether ``fn`` is one of the solver's kernels (``step_kernel``)."""
-    return any(fn is k for k in _STEP_KERNELS.values())
+    """Whether ``fn`` is one of the solver's kernels (``step_kernel``, ``begin_substeps``)."""
+    return fn is begin_substeps or any(fn is k for k in _STEP_KERNELS.values())

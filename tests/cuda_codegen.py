@@ -79,15 +79,16 @@ def main() -> None:
         "--solver-variants",
         default="",
         help="also build the physics solver as LAYOUT[:REGISTERS][:timed],... (PhysicsConfig.solver_layout, "
-        "solver_registers and solver_timing), e.g. block,world:128,block:timed, for gpu-report's solver stage",
+        "solver_registers and solver_timing), e.g. block,world:128,block:timed,staged, for gpu-report's solver stage",
     )
     args = parser.parse_args()
     variants = []
     for item in filter(None, args.solver_variants.split(",")):
         layout, *rest = item.split(":")
         registers = next((int(r) for r in rest if r.isdigit()), None)
-        system = physics.solver_system(layout, registers, timed="timed" in rest)
-        variants.append(system.fn.module)
+        for system in physics.solver_systems(layout, registers, timed="timed" in rest):
+            if system.fn.module not in variants:
+                variants.append(system.fn.module)
     if args.cache:
         os.environ["WARP_CACHE_PATH"] = os.path.abspath(args.cache)  # read by wp.init()
     wp.init()

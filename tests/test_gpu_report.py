@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from systems.solver import SOLVER_STAGES
+from systems.solver import SOLVER_STAGES, STAGED
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,12 +36,15 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
     assert "step_bodies" in report["stages"]["hide_and_seek"]["result"]["profile"]
     solver = report["stages"]["solver"]["result"]
-    assert [r["layout"] for r in solver["rows"]] == ["block", "world", "block, interleaved"]
-    assert solver["identical"] == {"4": {"block": True, "block, interleaved": True}}
+    assert [r["layout"] for r in solver["rows"]] == ["block", "staged", "world", "block, interleaved"]
+    assert solver["identical"] == {"4": {"block": True, "staged": True, "block, interleaved": True}}
     assert [(r["layout"], r["num_worlds"]) for r in solver["stages"]] == [("block", 4), ("world", 4)]
     for r in solver["stages"]:
         assert list(r["share"]) == list(SOLVER_STAGES) and abs(sum(r["share"].values()) - 1.0) < 1e-9, r
         assert all(v > 0 for v in r["cycles_per_world_step"].values()), r
+    (staged,) = solver["staged_profile"]
+    assert list(staged["share"]) == list(STAGED) and all(v > 0 for v in staged["seconds_per_step"].values()), staged
+    assert sum(staged["seconds_per_step"].values()) < staged["step_seconds"]
     benches = report["stages"]["envs"]["result"]
     assert set(benches) >= {"cartpole", "escape_room", "foraging", "hide_and_seek", "predator_prey"}
     assert all(r["rc"] == 0 and "world-steps/s" in r["tail"] for runs in benches.values() for r in runs)
@@ -49,6 +52,7 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     md = (out / "report.md").read_text()
     assert "## identity: ok" in md and "| num_worlds | wide sensors |" in md and "world-steps/s" in md
     assert "| num_worlds | solver layout |" in md and "| layout | num_worlds | reach | narrowphase |" in md
+    assert "| num_worlds | collide | prepare | solve | velocity | eager step (us) |" in md
     assert (out / "hide_and_seek_throughput.png").stat().st_size > 1000
     before = report["stages"]["identity"]["seconds"]
     p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--resume", "--stages", "identity,device")

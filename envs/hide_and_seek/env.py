@@ -54,7 +54,7 @@ COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET
 ``wide_sensors`` False, lidar, visibility and reach run as ``cast_lidar``, ``observe_visibility`` and
 ``find_reach_targets``, a thread per agent; with
 ``solver_layout`` "block", and on CUDA with the default "auto", the solver runs as ``step_bodies_block``, 32 lanes
-per world.)
+per world; with "staged", as ``begin_substeps`` and four kernels a substep, ``solver_<stage>_<substep>``.)
 """
 
 from __future__ import annotations

@@ -123,10 +123,17 @@ def cpu_blocks():
 
 
 def solver_lanes(sim: ecs.BatchSim) -> int:
-    """Lanes per world of the solver's launch."""
-    launches = [launch for launch in sim.executor.recorder.launches.values() if launch.name.startswith("step_bodies")]
-    assert len(launches) == 1
-    return launches[0].block_dim or 1
+    """Lanes per world of the solver's launch (of each launch of the staged solver)."""
+    launches = [
+        launch
+        for launch in sim.executor.recorder.launches.values()
+        if launch.name.startswith(("step_bodies", "solver_"))
+    ]
+    lanes = {launch.block_dim or 1 for launch in launches}
+    assert len(lanes) == 1 and (len(launches) == 1 or len(launches) % len(solver.STAGED) == 0), [
+        x.name for x in launches
+    ]
+    return lanes.pop()
 
 
 def state(sim: ecs.BatchSim) -> dict[str, np.ndarray]:
@@ -157,14 +164,16 @@ def scene_sim(name: str, layout: str) -> ecs.BatchSim:
 
 @pytest.mark.parametrize("name", list(SCENES))
 def test_the_block_layout_gives_the_world_layout_result_on_scenes(cpu_blocks, name):
-    world, block = scene_sim(name, "world"), scene_sim(name, "block")
-    assert solver_lanes(world) == 1 and solver_lanes(block) == SOLVER_LANES
+    """The block kernel and the staged kernels (the block's work in four launches a substep)."""
+    world, block, staged = scene_sim(name, "world"), scene_sim(name, "block"), scene_sim(name, "staged")
+    assert solver_lanes(world) == 1 and solver_lanes(block) == SOLVER_LANES and solver_lanes(staged) == SOLVER_LANES
     manifolds = 0
     for step in range(45):
-        for sim in (world, block):
+        for sim in (world, block, staged):
             sim.step()
         if step % 15 == 14:
             assert_same(state(world), state(block), f"{name}, step {step}")
+            assert_same(state(world), state(staged), f"{name}, staged, step {step}")
         manifolds = max(manifolds, len(np.unique(world.tensor("contact", "contact_order").numpy()[0])))
     assert manifolds >= 3  # the scene has levels to solve
 
@@ -190,8 +199,10 @@ def test_the_block_layout_gives_the_world_layout_result_in_hide_and_seek(cpu_blo
         "block captured": make("block"),
         "block eager": make("block", capture=False),
         "block threads": make("block", cpu_threads=2),
+        "staged captured": make("staged"),
+        "staged threads": make("staged", cpu_threads=2),
     }
-    assert [solver_lanes(s) for s in sims.values()] == [1, SOLVER_LANES, SOLVER_LANES, SOLVER_LANES]
+    assert [solver_lanes(s) for s in sims.values()] == [1] + [SOLVER_LANES] * 5
     gens = {label: torch.Generator().manual_seed(5) for label in sims}
     held = 0
     for step in range(30):
@@ -266,9 +277,13 @@ def test_the_layout_is_a_config_choice():
     spec = physics.with_solver(spec, layout="world")
     names = {s.name for s in spec.systems}
     assert "step_bodies" in names and "step_bodies_block" not in names
-    with pytest.raises(ecs.ConfigError, match=r"solver_layout must be one of \['auto', 'world', 'block'\], got 'warp'"):
+    with pytest.raises(
+        ecs.ConfigError, match=r"solver_layout must be one of \['auto', 'world', 'block', 'staged'\], got 'warp'"
+    ):
         PhysicsConfig(solver_layout="warp")
-    with pytest.raises(ValueError, match=r"solver_layout must be one of \['auto', 'world', 'block'\], got 'tiles'"):
+    with pytest.raises(
+        ValueError, match=r"solver_layout must be one of \['auto', 'world', 'block', 'staged'\], got 'tiles'"
+    ):
         envs.make("hide_and_seek", solver_layout="tiles")
     with pytest.raises(ecs.ConfigError, match=r"env 'cartpole' has no solver system to lay out"):
         physics.with_solver(envs.make("cartpole"), layout="block")
@@ -286,6 +301,39 @@ def test_the_layout_is_a_config_choice():
         physics.with_solver(envs.make("hide_and_seek"), layout="world", registers=8)
     with pytest.raises(ecs.ConfigError, match=r"solver_registers must be None or an int in \[32, 255\]"):
         envs.make("hide_and_seek", solver_registers=300)
+
+
+def test_the_staged_layout_is_four_launches_a_substep():
+    """``solver_layout="staged"``: ``begin_substeps``, then collide, prepare, solve and velocity for every substep,
+    named by stage and substep, each a block of lanes per world; ``with_solver`` swaps the lot either way."""
+    spec = envs.make("hide_and_seek", solver_layout="staged", physics_substeps=3)
+    collide = [(s.name, s.block_dim) for s in spec.systems if s.phase == ecs.Phase.COLLIDE]
+    names = ["begin_substeps"] + [f"solver_{stage}_{sub}" for sub in range(3) for stage in solver.STAGED]
+    assert [n for n, _ in collide] == names and {d for n, d in collide[1:]} == {SOLVER_LANES}
+    assert collide[0][1] is None
+    block = physics.with_solver(spec, layout="block")
+    assert [s.name for s in block.systems if s.phase == ecs.Phase.COLLIDE] == ["step_bodies_block"]
+    assert [s.name for s in block.systems] == [
+        "step_bodies_block" if s.name == "begin_substeps" else s.name
+        for s in spec.systems
+        if not s.name.startswith("solver_")
+    ]
+    again = physics.with_solver(block, layout="staged")
+    assert [s.name for s in again.systems] == [s.name for s in spec.systems]
+    sim = ecs.BatchSim(spec, 2, device="cpu", seed=0)
+    assert [t.name for t in sim.graph.tasks if t.phase == ecs.Phase.COLLIDE] == names
+    profile = str(sim.profile(2))
+    assert all(name in profile for name in names)
+    with pytest.raises(ecs.ConfigError, match=r"staged layout's kernels are timed by the profiler"):
+        PhysicsConfig(solver_layout="staged", solver_timing=True)
+    with pytest.raises(ecs.ConfigError, match=r"use solver_systems\(\"staged\""):
+        physics.solver_system("staged")
+    with pytest.raises(ecs.ConfigError, match=r"substeps must be an int >= 1"):
+        physics.solver_systems("staged", substeps=0)
+    with pytest.raises(ecs.ConfigError, match=r"solver registers must be None or an int"):
+        physics.solver_systems("staged", 16, substeps=2)
+    with pytest.raises(ValueError, match=r"stage must be one of \['collide', 'prepare', 'solve', 'velocity'\]"):
+        solver.step_kernel(True, stage="narrowphase")
 
 
 def test_the_auto_layout_runs_a_thread_per_world_on_cpu_and_a_block_on_cuda():
