@@ -12,7 +12,7 @@ six vertices). Each scene reports one number per engine, measured the same way o
 | free spin at 20 rad/s about x, y, z and tumbling (3, 0.5, 2) rad/s, no gravity | kinetic energy change after 10 s [%] | < 1 % |
 | 0.2 m and 0.5 m cubes at 1-20 m/s against 1 cm and 10 cm fixed walls | speeds (of 6) at which the cube ends beyond the wall | 0 |
 | a cube pressed into a 1 cm wall by 1, 5, 10, 20 times its weight | deepest reach past the wall's face [mm] | < 10 mm up to 10 x |
-| a 2 kg ramp pushed by a 1 kg cube at 10, 20, 40 N, from its low end and from its high end | ramp travel after 2 s [m] | within 10 % of MuJoCo |
+| a 2 kg ramp pushed by a 1 kg cube at 10, 20, 40 N, from its low end and from its high end | ramp travel after 2 s [m] | within 10 % of MuJoCo (at 20 N from the low end, MuJoCo's soft contacts let the cube creep up the slope where Coulomb friction holds it: ``coulomb_ramp`` is the reference there) |
 | a box pushed by 8 N for 1 s, then released | stop distance [m] | within 10 % of MuJoCo |
 | the low-end ramp push, a symmetric scene (unstable in yaw: MuJoCo drifts too from 0.1 um off centre) | sideways drift of the cube [mm] | < 1 mm |
 | 2 and 3 cubes in a row pressed together by equal forces at both ends (stable symmetric scenes; both listing orders) | largest drift of the row's centre [mm] | < 1 mm |
@@ -359,6 +359,76 @@ def ramp_push(force: float, end: str, seconds: float) -> Scene:
         forces={2: (force, 0, 0)},
         relative=True,
     )
+
+
+# The ramp's slope in its body frame (``ramp_push``: a wedge of half extents HALF): rising towards +x by 2 HALF over
+# the 2 HALF from its foot to its vertical face, 45 degrees.
+SLOPE = float(np.arctan2(2.0 * HALF, 2.0 / 3.0 * HALF + 4.0 / 3.0 * HALF))
+
+
+def coulomb_ramp(force: float, cube_mass: float, ramp_mass: float, mu: float, g: float, slope: float = SLOPE) -> dict:
+    """Rigid bodies and Coulomb friction (one ``mu`` for every contact), for a cube lying flat on a free ramp's
+    slope and pushed horizontally by ``force`` towards the ramp, which slides on the floor without turning.
+
+    Returns ``slide``: the cube's acceleration up the slope relative to the ramp while it slides up it [m/s^2]
+    (negative: the slide slows down); ``ramp_sliding``: the ramp's acceleration meanwhile; ``sticks``: whether
+    static friction can hold the cube on the slope once the slide stops; ``together``: the acceleration of
+    cube and ramp as one body then."""
+    s, c = np.sin(slope), np.cos(slope)
+    # Unknowns: the cube's acceleration (ax, az), the ramp's (A), the slope's normal force on the cube (N), the
+    # floor's on the ramp (Nf). Kinetic friction mu N acts on the cube down the slope, mu Nf on the ramp backwards.
+    lhs = np.array(
+        [
+            [cube_mass, 0.0, 0.0, s + mu * c, 0.0],  # cube, x: m ax = F - N s - mu N c
+            [0.0, cube_mass, 0.0, -(c - mu * s), 0.0],  # cube, z: m az = -m g + N c - mu N s
+            [0.0, 0.0, ramp_mass, -(s + mu * c), mu],  # ramp, x: M A = N s + mu N c - mu Nf
+            [0.0, 0.0, 0.0, -(c - mu * s), 1.0],  # ramp, z: Nf = M g + N c - mu N s
+            [-s, c, s, 0.0, 0.0],  # the cube stays on the slope: its relative acceleration is along it
+        ]
+    )
+    ax, az, ramp_a, _, _ = np.linalg.solve(lhs, [force, -cube_mass * g, 0.0, ramp_mass * g, 0.0])
+    together = (force - mu * (cube_mass + ramp_mass) * g) / (cube_mass + ramp_mass)
+    # Held: the slope's force on the cube is (m a - F, m g) in x, z; its parts along the slope and normal to it.
+    fx, fz = cube_mass * together - force, cube_mass * g
+    normal, along = -fx * s + fz * c, fx * c + fz * s
+    return {
+        "slide": float((ax - ramp_a) * c + az * s),
+        "ramp_sliding": float(ramp_a),
+        "sticks": bool(abs(along) <= mu * normal),
+        "together": float(together),
+    }
+
+
+def _quat_matrix(q: np.ndarray) -> np.ndarray:
+    """Rotation matrices ``[T, 3, 3]`` of quaternions ``[T, 4]`` (x, y, z, w)."""
+    x, y, z, w = np.moveaxis(q, -1, 0)
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
+            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
+            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
+
+
+def slope_motion(run: dict[str, np.ndarray], ramp: int = 1, cube: int = 2) -> dict[str, np.ndarray]:
+    """Per step of a ``ramp_push`` run from the low end: ``slide``, the cube's speed up the ramp's slope relative to
+    the ramp's surface there [m/s]; ``tilt``, the angle between the slope's normal and the nearest of the cube's
+    face normals [deg] (0: a face lies flat on the slope); ``ramp_ax``, the ramp's acceleration along x from this
+    step to the next [m/s^2]; ``height``, the cube's centre above the floor [m]."""
+    pos, vel, ang = run["position"], run["linear_velocity"], run["angular_velocity"]
+    turn = _quat_matrix(run["rotation"][:, ramp])
+    up = turn @ np.array([np.cos(SLOPE), 0.0, np.sin(SLOPE)])
+    normal = turn @ np.array([-np.sin(SLOPE), 0.0, np.cos(SLOPE)])
+    surface = vel[:, ramp] + np.cross(ang[:, ramp], pos[:, cube] - pos[:, ramp])
+    faces = np.abs(np.einsum("tij,ti->tj", _quat_matrix(run["rotation"][:, cube]), normal)).max(axis=1)
+    return {
+        "slide": np.einsum("ti,ti->t", vel[:, cube] - surface, up),
+        "tilt": np.degrees(np.arccos(np.clip(faces, -1.0, 1.0))),
+        "ramp_ax": np.append(np.diff(vel[:, ramp, 0]) / DT, np.nan),
+        "height": pos[:, cube, 2],
+    }
 
 
 def symmetric(seconds: float) -> Scene:
