@@ -89,6 +89,20 @@ def test_bench_hide_and_seek_json(tmp_path: Path) -> None:
     assert "--cpu-threads must be >= 1" in bad.stderr
 
 
+def test_bench_hide_and_seek_takes_config_overrides(tmp_path: Path) -> None:
+    """``--set KEY=VALUE``: the benchmark's env with those config fields, recorded in the JSON; a bad one stops it."""
+    path = tmp_path / "bench.json"
+    args = ["--num-worlds", "2", "--steps", "2", "--repeats", "1", "--device", "cpu", "--cpu-threads", "1"]
+    args += ["--set", "physics_substeps=2", "--set", "solver_layout=staged", "--profile", "2", "--json", str(path)]
+    out = run("examples/benchmarks/bench_hide_and_seek.py", *args).stdout
+    assert json.loads(path.read_text())["config"] == {"physics_substeps": 2, "solver_layout": "staged"}
+    assert "solver_velocity_1" in out and "solver_collide_2" not in out, out  # two substeps of staged launches
+    bad = run("examples/benchmarks/bench_hide_and_seek.py", "--set", "physics_substeps", returncode=2)
+    assert "--set takes KEY=VALUE, got 'physics_substeps'" in bad.stderr
+    bad = run("examples/benchmarks/bench_hide_and_seek.py", "--set", "solver_layout=tiles", returncode=2)
+    assert "--set: HideAndSeekConfig: solver_layout must be one of" in bad.stderr
+
+
 def test_cli_bench() -> None:
     args = ["bench", "cartpole", "--num-worlds", "4", "--steps", "10", "--repeats", "2", "--device", "cpu"]
     out = run("-m", "ecs", *args).stdout

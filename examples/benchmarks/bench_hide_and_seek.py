@@ -4,7 +4,8 @@ Random actions (drawn once per window on the device, so sampling is not timed), 
 levels with auto-reset at the 240-step horizon, rigid-body physics, lidar, visibility and reach ray
 casts every step. The rate is ``num_worlds * steps / seconds`` of ``sim.step()`` (median of
 ``--repeats`` windows); agent-steps/s multiplies by the mean number of active agents (about 4 of
-the 6 slots). ``--profile N`` prints ``sim.profile()`` at ``N`` worlds.
+the 6 slots). ``--profile N`` prints ``sim.profile()`` at ``N`` worlds. ``--set KEY=VALUE`` (repeatable)
+overrides a field of the env's config (``physics_substeps=4``, ``solver_layout=staged``, ``wide_sensors=false``).
 
 Madrona's published figure for this environment is "over 1.9 million environment steps per second
 on a single GPU" (Shacklett et al., SIGGRAPH 2023); it is printed beside the results for scale.
@@ -12,6 +13,7 @@ Warp's CPU backend runs each launch on one core, so CPU numbers are a floor, not
 
     python examples/benchmarks/bench_hide_and_seek.py                          # CPU: 1, 16, 256, 1024 worlds
     python examples/benchmarks/bench_hide_and_seek.py --device cuda:0 --num-worlds 1024 16384 65536
+    python examples/benchmarks/bench_hide_and_seek.py --num-worlds 256 --cpu-threads 1 --profile 256 --set physics_substeps=4
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 
 import torch
 import warp as wp
+import yaml
 
 import ecs
 import envs
@@ -32,9 +35,17 @@ MADRONA_STEPS_PER_S = 1.9e6  # one GPU, Shacklett et al. 2023
 
 
 def measure(
-    num_worlds: int, *, steps: int, repeats: int, device: str | None, seed: int, cpu_threads: int | None = None
+    num_worlds: int,
+    *,
+    steps: int,
+    repeats: int,
+    device: str | None,
+    seed: int,
+    cpu_threads: int | None = None,
+    overrides: dict | None = None,
 ) -> dict:
-    sim = ecs.BatchSim(envs.make("hide_and_seek"), num_worlds, device=device, seed=seed, cpu_threads=cpu_threads)
+    spec = envs.make("hide_and_seek", **(overrides or {}))
+    sim = ecs.BatchSim(spec, num_worlds, device=device, seed=seed, cpu_threads=cpu_threads)
     gen = torch.Generator(device=sim.actions["move"].device).manual_seed(seed)
     dev = sim.actions["move"].device
     sim.actions["move"].copy_(torch.randint(0, 11, sim.actions["move"].shape, generator=gen, device=dev).int())
@@ -78,7 +89,24 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--profile", type=int, default=None, metavar="N", help="print sim.profile() at N worlds")
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field of the env's config (a YAML value), e.g. physics_substeps=4; repeatable",
+    )
     args = parser.parse_args(argv)
+    overrides = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--set takes KEY=VALUE, got {item!r}")
+        overrides[key] = yaml.safe_load(value)
+    try:
+        envs.make("hide_and_seek", **overrides)
+    except Exception as e:  # an unknown field or a bad value: say so before any timing
+        parser.error(f"--set: {e}")
     wp.config.log_level = wp.LOG_WARNING
     device = ecs.sim.resolve_device(args.device)
     counts = args.num_worlds or ([1, 16, 256, 1024] if device == "cpu" else [1, 256, 4096, 16384, 65536])
@@ -94,7 +122,13 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for n in counts:
         r = measure(
-            n, steps=args.steps, repeats=args.repeats, device=device, seed=args.seed, cpu_threads=args.cpu_threads
+            n,
+            steps=args.steps,
+            repeats=args.repeats,
+            device=device,
+            seed=args.seed,
+            cpu_threads=args.cpu_threads,
+            overrides=overrides,
         )
         del r["sim"]
         rows.append(r)
@@ -104,12 +138,24 @@ def main(argv: list[str] | None = None) -> None:
         threads = args.cpu_threads or "every"
         print(f"(CPU: {threads} thread(s) share the worlds of world-local kernels; Madrona's figure is for a GPU.)")
     if args.profile:
-        r = measure(args.profile, steps=2, repeats=1, device=device, seed=args.seed, cpu_threads=args.cpu_threads)
+        r = measure(
+            args.profile,
+            steps=2,
+            repeats=1,
+            device=device,
+            seed=args.seed,
+            cpu_threads=args.cpu_threads,
+            overrides=overrides,
+        )
         print(f"\nsim.profile() at {args.profile} worlds:")
         print(r["sim"].profile(max(5, args.steps // 5)))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": device, "steps": args.steps, "repeats": args.repeats, "rows": rows}, f, indent=1)
+            json.dump(
+                {"device": device, "steps": args.steps, "repeats": args.repeats, "config": overrides, "rows": rows},
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":
