@@ -8,7 +8,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time with the solver a block of lanes per world (``solver_layout``, the CUDA default) and in four kernels a substep ("staged") at 1k..256k worlds; the share of each solver stage at 1k and 16k (``solver_timing``; for "staged", ``sim.profile`` of its launches); a thread per world at 1k (its stage shares too), whose state every variant must equal; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
+| ``solver`` | hide-and-seek's step time with the solver a block of lanes per world (``solver_layout``, the CUDA default), whole and in four kernels a substep (``solver_staged``), at 1k..256k worlds; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches); a thread per world at 1k, and staged at 16k..256k (its stage shares too), whose state every variant must equal; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
@@ -242,24 +242,27 @@ def stage_solver(args: argparse.Namespace) -> dict:
     # then a thread per world at the smallest count (the reference its state must equal; on an H100,
     # results/gpu/h100-2026-11-26, it was 1.8-12x slower than the block), then the block with the tables
     # interleaved (BatchSim(interleave_worlds=True): a warp's lanes read adjacent addresses), not yet measured
-    # on a GPU, and with its registers capped. The staged layout (the block's work in four kernels a substep,
-    # solver.STAGED: offline, ptxas gives them 149-255 registers and at most 48 B of local memory where the
-    # whole block kernel holds 800 B) runs second, at every count, and its launches are profiled at 1k and 16k.
+    # on a GPU, and with its registers capped. Staged (solver_staged: the work in four kernels a substep,
+    # solver.STAGED; offline, ptxas gives a block's 149-255 registers and at most 48 B of local memory where the
+    # whole block kernel holds 800 B) the block runs second, at every count, and its launches are profiled at 1k
+    # and 16k; a thread per world staged (113-255 registers, at most 80 B) runs at 16k and up, where it fills a GPU.
     variants = [
-        ("block", None, False, counts),
-        ("staged", None, False, counts),
-        ("world", None, False, counts[:1]),
-        ("block", None, True, counts[:2]),
+        ("block", None, False, False, counts),
+        ("block", None, False, True, counts),
+        ("world", None, False, False, counts[:1]),
+        ("world", None, False, True, counts[1:] or counts),
+        ("block", None, True, False, counts[:2]),
     ]
     if not args.quick:
         # Capped at 128 registers a lane spills more but an SM holds twice the warps: no gain on the H100 while a
         # lane kept 1.5 KB of local memory; measured again now that it keeps half that.
-        variants.append(("block", 128, False, counts[:2]))
+        variants.append(("block", 128, False, False, counts[:2]))
     result: dict[str, Any] = {"rows": [], "identical": {}, "stages": [], "staged_profile": []}
     digests: dict[int, dict[str, list[str]]] = {n: {} for n in counts}
     scratch = {c.name for c in importlib.import_module("systems.solver").SCRATCH_COMPONENTS}
-    for layout, registers, interleave, variant_counts in variants:
+    for layout, registers, interleave, staged, variant_counts in variants:
         label = layout + ("" if registers is None else f", {registers} registers") + (", interleaved" * interleave)
+        label += ", staged" * staged
         if label == "world":
             for n in counts[:2]:
                 result["stages"].append(_solver_stages(args, "block", n))
@@ -285,6 +288,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
                     interleave_worlds=interleave,
                     solver_layout=layout,
                     solver_registers=registers,
+                    solver_staged=staged,
                 )
             except Exception as e:  # e.g. out of memory at the largest counts
                 watchdog.cancel()
@@ -361,13 +365,13 @@ def _solver_stages(args: argparse.Namespace, layout: str, n: int) -> dict:
 
 
 def _staged_profile(args: argparse.Namespace, n: int) -> dict:
-    """The staged solver's launches timed one by one (``sim.profile``: a device synchronisation around each), summed
+    """The staged block solver's launches timed one by one (``sim.profile``: a device synchronisation around each), summed
     over the substeps per stage of ``solver.STAGED``: seconds per step and share of the solver's time."""
     import importlib
 
     staged = importlib.import_module("systems.solver").STAGED
     row: dict[str, Any] = {"num_worlds": n}
-    sim = _stepped_sim(args, n, row, solver_layout="staged")
+    sim = _stepped_sim(args, n, row, solver_layout="block", solver_staged=True)
     if sim is None:
         return row
     tree = sim.profile(2 if args.quick else 5).as_dict()["tree"]
@@ -570,17 +574,18 @@ def stage_registers(args: argparse.Namespace) -> dict:
 
     import warp as wp
 
-    # (layout, registers, timed): what the solver stage runs; building a sim loads every module of its step
+    # (layout, registers, timed, staged): what the solver stage runs; building a sim loads every module of its step
     solvers = (
-        ("world", None, False),
-        ("block", None, False),
-        ("staged", None, False),
-        ("block", 128, False),
-        ("block", None, True),
+        ("world", None, False, False),
+        ("block", None, False, False),
+        ("block", None, False, True),
+        ("world", None, False, True),
+        ("block", 128, False, False),
+        ("block", None, True, False),
     )
     sims = [
-        _sim("hide_and_seek", 64, args.device, solver_layout=lay, solver_registers=r, solver_timing=t)
-        for lay, r, t in solvers
+        _sim("hide_and_seek", 64, args.device, solver_layout=lay, solver_registers=r, solver_timing=t, solver_staged=s)
+        for lay, r, t, s in solvers
     ]
     cuda = ctypes.CDLL("libcuda.so.1")
     attrs = {"max_threads_per_block": 0, "local_bytes": 3, "registers": 4}

@@ -20,7 +20,7 @@ The archetypes are ``body`` (every physical thing of a world, ``max_bodies`` row
 (fixed joints, ``max_joints`` rows). The systems are ``find_pairs`` (PHYSICS phase) and
 ``step_bodies`` (COLLIDE phase; ``step_bodies_block``, a block of lanes per world with the same
 results, where ``solver_layout`` is "block"; ``begin_substeps`` and four kernels a substep where it is
-"staged"): they sit in two phases because the solver reads the
+``solver_staged`` is set): they sit in two phases because the solver reads the
 pairs that the broadphase computes from the poses that the solver then changes. Env systems that set forces
 belong in ACT; systems that react to the new poses go after them (COLLIDE, registered later, or
 a later phase).
@@ -54,9 +54,9 @@ wp.set_module_options({"enable_backward": False})
 # PhysicsConfig.solver_layout: the solver a thread per world or a block of lanes per world (the same result bit for
 # bit), or "auto": a thread per world on CPU, a block per world on CUDA. On an H100 the block ran hide-and-seek's
 # step 12x as fast as a thread per world at 1,024 worlds and 1.8x at 65,536 (examples/benchmarks/results/gpu); on
-# CPU a block's lanes take turns on one core. "staged": the block's work in four kernels per substep (solver.STAGED),
-# each with fewer registers per thread than the whole; the same result again.
-SOLVER_LAYOUTS = ("auto", "world", "block", "staged")
+# CPU a block's lanes take turns on one core. PhysicsConfig.solver_staged splits either into four kernels per substep
+# (solver.STAGED), each with fewer registers per thread than the whole; the same result again.
+SOLVER_LAYOUTS = ("auto", "world", "block")
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,11 @@ class PhysicsConfig:
     max_contacts: int = 256  # contacts per world
     max_joints: int = 4  # fixed joints per world
     # "world": step_bodies, a thread per world; "block": step_bodies_block, solver.SOLVER_LANES lanes per world;
-    # "staged": a block of lanes per world in four kernels per substep (solver.STAGED); "auto": "world" on CPU,
-    # "block" on CUDA
+    # "auto": "world" on CPU, "block" on CUDA
     solver_layout: str = "auto"
+    # The solver of solver_layout as begin_substeps and four kernels per substep (solver.STAGED: collide, prepare,
+    # solve, velocity), each holding less than the whole kernel; the profiler times each. The same results.
+    solver_staged: bool = False
     # CUDA: at most this many registers per thread of the solver (32..255; None: the compiler's choice). A cap
     # spills to local memory but fits more threads on an SM; the same result bit for bit on CPU.
     solver_registers: int | None = None
@@ -111,10 +113,12 @@ class PhysicsConfig:
             raise ecs.ConfigError(f"solver_registers {registers_problem}")
         if not isinstance(self.solver_timing, bool):
             raise ecs.ConfigError(f"solver_timing must be True or False, got {self.solver_timing!r}")
-        if self.solver_timing and self.solver_layout == "staged":
+        if not isinstance(self.solver_staged, bool):
+            raise ecs.ConfigError(f"solver_staged must be True or False, got {self.solver_staged!r}")
+        if self.solver_timing and self.solver_staged:
             raise ecs.ConfigError(
-                "solver_timing counts the stages of one solver kernel; the staged layout's kernels are timed by "
-                "the profiler (sim.profile()): set solver_timing=False or another solver_layout"
+                "solver_timing counts the stages of one solver kernel; the staged solver's kernels are timed by "
+                "the profiler (sim.profile()): set solver_timing=False or solver_staged=False"
             )
 
 
@@ -158,41 +162,52 @@ def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
     return [
         ecs.System(collision.find_pairs, ecs.Phase.PHYSICS, dim="world", world_local=True),
         *solver_systems(
-            cfg.solver_layout, cfg.solver_registers, timed=cfg.solver_timing, substeps=cfg.physics_substeps
+            cfg.solver_layout,
+            cfg.solver_registers,
+            timed=cfg.solver_timing,
+            staged=cfg.solver_staged,
+            substeps=cfg.physics_substeps,
         ),
     ]
 
 
 def solver_systems(
-    layout: str, registers: int | None = None, *, timed: bool = False, substeps: int = 1
+    layout: str, registers: int | None = None, *, timed: bool = False, staged: bool = False, substeps: int = 1
 ) -> list[ecs.System]:
-    """The solver's systems: ``solver_system`` for one kernel, and for layout "staged" ``begin_substeps`` then the
-    kernels of ``solver.STAGED`` for each of ``substeps`` substeps (named ``solver_<stage>_<substep>``; the
-    profiler times each), a block of ``solver.SOLVER_LANES`` lanes per world."""
-    if layout != "staged":
+    """The solver's systems: ``[solver_system(...)]``, or with ``staged`` ``begin_substeps`` then the kernels of
+    ``solver.STAGED`` for each of ``substeps`` substeps, in ``layout`` (a thread or a block of
+    ``solver.SOLVER_LANES`` lanes per world; "auto": the first with the second as its CUDA variant), named
+    ``solver_<stage>_<substep>`` (the profiler times each)."""
+    if not staged:
         return [solver_system(layout, registers, timed=timed)]
+    if layout not in SOLVER_LAYOUTS:
+        raise ecs.ConfigError(f"solver layout must be one of {list(SOLVER_LAYOUTS)}, got {layout!r}")
     registers_problem = solver_registers_problem(registers)
     if registers_problem:
         raise ecs.ConfigError(f"solver registers {registers_problem}")
     if timed:
-        raise ecs.ConfigError(
-            "the staged solver layout is timed by the profiler: drop timed=True or use another layout"
-        )
+        raise ecs.ConfigError("a staged solver is timed by the profiler: drop timed=True or staged=True")
     if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
         raise ecs.ConfigError(f"substeps must be an int >= 1 (physics_substeps), got {substeps!r}")
-    begin = ecs.System(solver.begin_substeps, ecs.Phase.COLLIDE, dim="world", world_local=True)
-    return [begin] + [
-        ecs.System(
+
+    def stage_system(stage: str, sub: int) -> ecs.System:
+        name = f"solver_{stage}_{sub}"
+        block = ecs.System(
             solver.step_kernel(True, registers, stage=stage),
             ecs.Phase.COLLIDE,
-            name=f"solver_{stage}_{sub}",
+            name=name,
             dim="world",
             world_local=True,
             block_dim=solver.SOLVER_LANES,
         )
-        for sub in range(substeps)
-        for stage in solver.STAGED
-    ]
+        if layout == "block":
+            return block
+        kernel = solver.step_kernel(False, registers, stage=stage)
+        cuda = block if layout == "auto" else None
+        return ecs.System(kernel, ecs.Phase.COLLIDE, name=name, dim="world", world_local=True, cuda=cuda)
+
+    begin = ecs.System(solver.begin_substeps, ecs.Phase.COLLIDE, dim="world", world_local=True)
+    return [begin] + [stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED]
 
 
 def solver_system(layout: str, registers: int | None = None, *, timed: bool = False) -> ecs.System:
@@ -202,8 +217,6 @@ def solver_system(layout: str, registers: int | None = None, *, timed: bool = Fa
     ``PhysicsConfig.solver_registers``); ``timed``, counting each stage's cycles (``PhysicsConfig.solver_timing``)."""
     if layout not in SOLVER_LAYOUTS:
         raise ecs.ConfigError(f"solver layout must be one of {list(SOLVER_LAYOUTS)}, got {layout!r}")
-    if layout == "staged":
-        raise ecs.ConfigError('the staged solver layout is several systems: use solver_systems("staged", ...)')
     registers_problem = solver_registers_problem(registers)
     if registers_problem:
         raise ecs.ConfigError(f"solver registers {registers_problem}")
@@ -222,19 +235,21 @@ def solver_system(layout: str, registers: int | None = None, *, timed: bool = Fa
     return ecs.System(kernel, ecs.Phase.COLLIDE, dim="world", world_local=True, block_dim=lanes)
 
 
-def with_solver(spec: ecs.EnvSpec, *, layout: str, registers: int | None = None, timed: bool = False) -> ecs.EnvSpec:
-    """``spec`` with its solver's kernel swapped for the one of ``layout`` and ``registers`` (see
-    ``PhysicsConfig.solver_layout`` and ``solver_registers``): to time them against each other, or to check one
-    against another, in an env that builds its own ``PhysicsConfig``."""
+def with_solver(
+    spec: ecs.EnvSpec, *, layout: str, registers: int | None = None, timed: bool = False, staged: bool = False
+) -> ecs.EnvSpec:
+    """``spec`` with its solver's systems swapped for those of ``layout``, ``registers`` and ``staged`` (see
+    ``PhysicsConfig.solver_layout``, ``solver_registers`` and ``solver_staged``): to time them against each other,
+    or to check one against another, in an env that builds its own ``PhysicsConfig``."""
     is_solver = [solver.is_step_kernel(getattr(s, "fn", None)) for s in spec.systems]
     if not any(is_solver):
         raise ecs.ConfigError(f"env {spec.name!r} has no solver system to lay out")
     substeps = spec.resources.get("physics_substeps", getattr(spec.config, "physics_substeps", None))
-    if layout == "staged" and substeps is None:
+    if staged and substeps is None:
         raise ecs.ConfigError(
             f"env {spec.name!r} names no physics_substeps (resource or config field) for the staged solver's launches"
         )
-    new = solver_systems(layout, registers, timed=timed, substeps=substeps or 1)
+    new = solver_systems(layout, registers, timed=timed, staged=staged, substeps=substeps or 1)
     first = is_solver.index(True)
     kept = [s for s, old in zip(spec.systems, is_solver, strict=True) if not old]
     return replace(spec, systems=kept[:first] + new + kept[first:])

@@ -72,11 +72,13 @@ every batch. The joints go in batches too (``joint_batch_end``). Lane 0 alone fi
 (``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world. Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
 block keeps a world's latency down where few worlds run; a thread per world fills a GPU with worlds.
 
-The staged layout runs the block's work as ``begin_substeps`` and then four kernels every substep
+A staged solver (``PhysicsConfig.solver_staged``) runs either kernel's work as ``begin_substeps`` and then four
+kernels every substep
 (``STAGED``: collide, prepare, solve, velocity; ``step_kernel(stage=...)``, the same source with the other
 stages left out), again with the same result bit for bit. What one stage leaves to the next is in the tables
 and in ``SolverCounts``. A GPU thread of one stage holds only what that stage needs: in the H100 build none
-keeps more than 48 B of local memory where the whole kernel keeps 800 B.
+keeps more than 48 B (a block) or 80 B (a thread per world) of local memory where the whole kernels keep 800 B
+and 648 B.
 """
 
 from __future__ import annotations
@@ -205,7 +207,7 @@ SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SubstepReach, VelocityBa
 # integrate, order (normal speeds, manifold order, levels), warm_start, joints, levels (the contact passes) and
 # velocities (velocity update and velocity pass).
 SOLVER_STAGES = ("reach", "narrowphase", "integrate", "order", "warm_start", "joints", "levels", "velocities")
-# The kernels of the staged layout, launched in this order every substep after ``begin_substeps``: collide
+# The kernels of a staged solver, launched in this order every substep after ``begin_substeps``: collide
 # (reach and narrowphase), prepare (integrate, order, warm start), solve (the contact passes with their joints),
 # velocity (velocity update and pass). Each holds one part of the solver, so a GPU thread needs fewer registers
 # and spills less than in the whole; the profiler times each launch.
@@ -223,7 +225,7 @@ class SolverCycles:
 
 @ecs.component(singleton=True, shape=(2,))
 class SolverCounts:
-    """Solver scratch of the staged layout, per world: the contact rows kept from the substep before and the
+    """Solver scratch of a staged solver, per world: the contact rows kept from the substep before and the
     manifolds of this substep, which one stage's kernel leaves to the next."""
 
     value: wp.int32
@@ -1909,10 +1911,10 @@ def _step_kernel(
     contact row and manifold gets the same arithmetic on the same values as on one thread, so both kernels
     give the same result bit for bit.
 
-    With ``stage`` (one of ``STAGED``), the kernel runs that stage of one substep only (``step_bodies_<stage>``,
-    the staged layout): the stages launched in turn, every substep, after ``begin_substeps``, give the same
-    result again. Between them, ``solver_counts`` keeps what a stage leaves to the next (the rows kept from
-    the substep before, the manifolds)."""
+    With ``stage`` (one of ``STAGED``), the kernel runs that stage of one substep only (``step_bodies_<stage>``, a
+    staged solver, ``PhysicsConfig.solver_staged``): the stages launched in turn, every substep, after
+    ``begin_substeps``, give the same result again. Between them, ``solver_counts`` keeps what a stage leaves to
+    the next (the rows kept from the substep before, the manifolds)."""
     whole = stage is None
 
     def step_bodies(

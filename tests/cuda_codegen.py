@@ -78,15 +78,16 @@ def main() -> None:
     parser.add_argument(
         "--solver-variants",
         default="",
-        help="also build the physics solver as LAYOUT[:REGISTERS][:timed],... (PhysicsConfig.solver_layout, "
-        "solver_registers and solver_timing), e.g. block,world:128,block:timed,staged, for gpu-report's solver stage",
+        help="also build the physics solver as LAYOUT[:REGISTERS][:timed][:staged],... (PhysicsConfig.solver_layout, "
+        "solver_registers, solver_timing, solver_staged), e.g. block,world:128,block:timed,block:staged, for "
+        "gpu-report's solver stage",
     )
     args = parser.parse_args()
     variants = []
     for item in filter(None, args.solver_variants.split(",")):
         layout, *rest = item.split(":")
         registers = next((int(r) for r in rest if r.isdigit()), None)
-        for system in physics.solver_systems(layout, registers, timed="timed" in rest):
+        for system in physics.solver_systems(layout, registers, timed="timed" in rest, staged="staged" in rest):
             if system.fn.module not in variants:
                 variants.append(system.fn.module)
     if args.cache:

@@ -93,9 +93,9 @@ def test_bench_hide_and_seek_takes_config_overrides(tmp_path: Path) -> None:
     """``--set KEY=VALUE``: the benchmark's env with those config fields, recorded in the JSON; a bad one stops it."""
     path = tmp_path / "bench.json"
     args = ["--num-worlds", "2", "--steps", "2", "--repeats", "1", "--device", "cpu", "--cpu-threads", "1"]
-    args += ["--set", "physics_substeps=2", "--set", "solver_layout=staged", "--profile", "2", "--json", str(path)]
+    args += ["--set", "physics_substeps=2", "--set", "solver_staged=true", "--profile", "2", "--json", str(path)]
     out = run("examples/benchmarks/bench_hide_and_seek.py", *args).stdout
-    assert json.loads(path.read_text())["config"] == {"physics_substeps": 2, "solver_layout": "staged"}
+    assert json.loads(path.read_text())["config"] == {"physics_substeps": 2, "solver_staged": True}
     assert "solver_velocity_1" in out and "solver_collide_2" not in out, out  # two substeps of staged launches
     bad = run("examples/benchmarks/bench_hide_and_seek.py", "--set", "physics_substeps", returncode=2)
     assert "--set takes KEY=VALUE, got 'physics_substeps'" in bad.stderr

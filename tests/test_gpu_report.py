@@ -36,8 +36,15 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
     assert "step_bodies" in report["stages"]["hide_and_seek"]["result"]["profile"]
     solver = report["stages"]["solver"]["result"]
-    assert [r["layout"] for r in solver["rows"]] == ["block", "staged", "world", "block, interleaved"]
-    assert solver["identical"] == {"4": {"block": True, "staged": True, "block, interleaved": True}}
+    assert [r["layout"] for r in solver["rows"]] == [
+        "block",
+        "block, staged",
+        "world",
+        "world, staged",
+        "block, interleaved",
+    ]
+    same = {"block": True, "block, staged": True, "world, staged": True, "block, interleaved": True}
+    assert solver["identical"] == {"4": same}
     assert [(r["layout"], r["num_worlds"]) for r in solver["stages"]] == [("block", 4), ("world", 4)]
     for r in solver["stages"]:
         assert list(r["share"]) == list(SOLVER_STAGES) and abs(sum(r["share"].values()) - 1.0) < 1e-9, r

@@ -54,7 +54,7 @@ COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET
 ``wide_sensors`` False, lidar, visibility and reach run as ``cast_lidar``, ``observe_visibility`` and
 ``find_reach_targets``, a thread per agent; with
 ``solver_layout`` "block", and on CUDA with the default "auto", the solver runs as ``step_bodies_block``, 32 lanes
-per world; with "staged", as ``begin_substeps`` and four kernels a substep, ``solver_<stage>_<substep>``.)
+per world; with ``solver_staged``, as ``begin_substeps`` and four kernels a substep, ``solver_<stage>_<substep>``.)
 """
 
 from __future__ import annotations
@@ -169,6 +169,7 @@ class HideAndSeekConfig:
     solver_layout: str = "auto"
     solver_registers: int | None = None  # CUDA: the solver's registers per thread capped (32..255; same results)
     solver_timing: bool = False  # count each solver stage's clock cycles in world.solver_cycles (same results)
+    solver_staged: bool = False  # the solver as four kernels a substep (physics.PhysicsConfig.solver_staged; same)
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
     fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)
@@ -213,8 +214,11 @@ class HideAndSeekConfig:
             raise ValueError(f"solver_layout must be one of {list(physics.SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
         if physics.solver_registers_problem(self.solver_registers):
             raise ValueError(f"solver_registers {physics.solver_registers_problem(self.solver_registers)}")
-        if not isinstance(self.solver_timing, bool):
-            raise ValueError(f"solver_timing must be true or false, got {self.solver_timing!r}")
+        for name in ("solver_timing", "solver_staged"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.solver_timing and self.solver_staged:
+            raise ValueError("solver_timing counts the stages of one solver kernel: set it or solver_staged, not both")
         if not 0 < self.view_cone_degrees <= 360:
             raise ValueError(f"view_cone_degrees must be in (0, 360], got {self.view_cone_degrees}")
         if any(not (math.isfinite(v) and v > 0) for v in (*self.elongated_box_scale, *self.ramp_size)):
@@ -541,6 +545,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         solver_layout=cfg.solver_layout,
         solver_registers=cfg.solver_registers,
         solver_timing=cfg.solver_timing,
+        solver_staged=cfg.solver_staged,
     )
     agent = ecs.Archetype(
         "agent",

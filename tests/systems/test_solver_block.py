@@ -157,23 +157,26 @@ def assert_same(a: dict[str, np.ndarray], b: dict[str, np.ndarray], label: str) 
         np.testing.assert_array_equal(a[column], b[column], err_msg=f"{label}: {column}")
 
 
-def scene_sim(name: str, layout: str) -> ecs.BatchSim:
+def scene_sim(name: str, layout: str, staged: bool = False) -> ecs.BatchSim:
     # Two worlds with the same scene: the lanes of each block must keep to their own world.
-    return scene.build(SCENES[name](), PhysicsConfig(max_bodies=16, solver_layout=layout), num_worlds=2)
+    cfg = PhysicsConfig(max_bodies=16, solver_layout=layout, solver_staged=staged)
+    return scene.build(SCENES[name](), cfg, num_worlds=2)
 
 
 @pytest.mark.parametrize("name", list(SCENES))
 def test_the_block_layout_gives_the_world_layout_result_on_scenes(cpu_blocks, name):
-    """The block kernel and the staged kernels (the block's work in four launches a substep)."""
-    world, block, staged = scene_sim(name, "world"), scene_sim(name, "block"), scene_sim(name, "staged")
-    assert solver_lanes(world) == 1 and solver_lanes(block) == SOLVER_LANES and solver_lanes(staged) == SOLVER_LANES
+    """The block kernel, and the staged kernels of either layout (their work in four launches a substep)."""
+    world, block = scene_sim(name, "world"), scene_sim(name, "block")
+    staged = {layout: scene_sim(name, layout, staged=True) for layout in ("world", "block")}
+    assert [solver_lanes(s) for s in (world, block, staged["world"], staged["block"])] == [1, SOLVER_LANES] * 2
     manifolds = 0
     for step in range(45):
-        for sim in (world, block, staged):
+        for sim in (world, block, *staged.values()):
             sim.step()
         if step % 15 == 14:
             assert_same(state(world), state(block), f"{name}, step {step}")
-            assert_same(state(world), state(staged), f"{name}, staged, step {step}")
+            for layout, sim in staged.items():
+                assert_same(state(world), state(sim), f"{name}, {layout} staged, step {step}")
         manifolds = max(manifolds, len(np.unique(world.tensor("contact", "contact_order").numpy()[0])))
     assert manifolds >= 3  # the scene has levels to solve
 
@@ -190,19 +193,21 @@ def test_the_block_layout_gives_the_world_layout_result_in_hide_and_seek(cpu_blo
     """Random moves, grabs (held joints) and locks, with the resets they bring; boxes that turn only about z
     (OpenAI's) and boxes that tilt. The block kernel captured, eager, and with CPU threads (it runs whole)."""
 
-    def make(layout: str, **options) -> ecs.BatchSim:
+    def make(layout: str, staged: bool = False, **options) -> ecs.BatchSim:
         spec = envs.make("hide_and_seek", prep_fraction=0.0, objects_turn_only_about_z=not tilting)
-        return ecs.BatchSim(physics.with_solver(spec, layout=layout), 3, device="cpu", seed=3, **options)
+        spec = physics.with_solver(spec, layout=layout, staged=staged)
+        return ecs.BatchSim(spec, 3, device="cpu", seed=3, **options)
 
     sims = {
         "world": make("world"),
         "block captured": make("block"),
         "block eager": make("block", capture=False),
         "block threads": make("block", cpu_threads=2),
-        "staged captured": make("staged"),
-        "staged threads": make("staged", cpu_threads=2),
+        "block staged": make("block", staged=True),
+        "block staged threads": make("block", staged=True, cpu_threads=2),
+        "world staged": make("world", staged=True),
     }
-    assert [solver_lanes(s) for s in sims.values()] == [1] + [SOLVER_LANES] * 5
+    assert [solver_lanes(s) for s in sims.values()] == [1] + [SOLVER_LANES] * 5 + [1]
     gens = {label: torch.Generator().manual_seed(5) for label in sims}
     held = 0
     for step in range(30):
@@ -277,13 +282,9 @@ def test_the_layout_is_a_config_choice():
     spec = physics.with_solver(spec, layout="world")
     names = {s.name for s in spec.systems}
     assert "step_bodies" in names and "step_bodies_block" not in names
-    with pytest.raises(
-        ecs.ConfigError, match=r"solver_layout must be one of \['auto', 'world', 'block', 'staged'\], got 'warp'"
-    ):
+    with pytest.raises(ecs.ConfigError, match=r"solver_layout must be one of \['auto', 'world', 'block'\], got 'warp'"):
         PhysicsConfig(solver_layout="warp")
-    with pytest.raises(
-        ValueError, match=r"solver_layout must be one of \['auto', 'world', 'block', 'staged'\], got 'tiles'"
-    ):
+    with pytest.raises(ValueError, match=r"solver_layout must be one of \['auto', 'world', 'block'\], got 'tiles'"):
         envs.make("hide_and_seek", solver_layout="tiles")
     with pytest.raises(ecs.ConfigError, match=r"env 'cartpole' has no solver system to lay out"):
         physics.with_solver(envs.make("cartpole"), layout="block")
@@ -303,10 +304,13 @@ def test_the_layout_is_a_config_choice():
         envs.make("hide_and_seek", solver_registers=300)
 
 
-def test_the_staged_layout_is_four_launches_a_substep():
-    """``solver_layout="staged"``: ``begin_substeps``, then collide, prepare, solve and velocity for every substep,
-    named by stage and substep, each a block of lanes per world; ``with_solver`` swaps the lot either way."""
-    spec = envs.make("hide_and_seek", solver_layout="staged", physics_substeps=3)
+def test_a_staged_solver_is_four_launches_a_substep():
+    """``solver_staged``: ``begin_substeps``, then collide, prepare, solve and velocity for every substep, named by
+    stage and substep, in the solver's layout ("auto": a thread per world on CPU, a block on CUDA, as the whole
+    kernel); ``with_solver`` swaps the lot either way."""
+    from ecs.graph import TaskGraph
+
+    spec = envs.make("hide_and_seek", solver_layout="block", solver_staged=True, physics_substeps=3)
     collide = [(s.name, s.block_dim) for s in spec.systems if s.phase == ecs.Phase.COLLIDE]
     names = ["begin_substeps"] + [f"solver_{stage}_{sub}" for sub in range(3) for stage in solver.STAGED]
     assert [n for n, _ in collide] == names and {d for n, d in collide[1:]} == {SOLVER_LANES}
@@ -318,20 +322,29 @@ def test_the_staged_layout_is_four_launches_a_substep():
         for s in spec.systems
         if not s.name.startswith("solver_")
     ]
-    again = physics.with_solver(block, layout="staged")
+    again = physics.with_solver(block, layout="block", staged=True)
     assert [s.name for s in again.systems] == [s.name for s in spec.systems]
     sim = ecs.BatchSim(spec, 2, device="cpu", seed=0)
     assert [t.name for t in sim.graph.tasks if t.phase == ecs.Phase.COLLIDE] == names
     profile = str(sim.profile(2))
     assert all(name in profile for name in names)
-    with pytest.raises(ecs.ConfigError, match=r"staged layout's kernels are timed by the profiler"):
-        PhysicsConfig(solver_layout="staged", solver_timing=True)
-    with pytest.raises(ecs.ConfigError, match=r"use solver_systems\(\"staged\""):
-        physics.solver_system("staged")
+    auto = envs.make("hide_and_seek", solver_staged=True, physics_substeps=2)
+    for is_cpu, lanes, key in ((True, None, "step_bodies_solve"), (False, SOLVER_LANES, "step_bodies_solve_block")):
+        graph = TaskGraph(auto.systems, sim.storage.layout, device_is_cpu=is_cpu, env_name=auto.name)
+        tasks = [t for t in graph.tasks if t.name.startswith("solver_solve_")]
+        assert [(t.system.block_dim, t.kernel.key) for t in tasks] == [(lanes, key)] * 2
+    with pytest.raises(ecs.ConfigError, match=r"the staged solver's kernels are timed by the profiler"):
+        PhysicsConfig(solver_staged=True, solver_timing=True)
+    with pytest.raises(ValueError, match=r"solver_timing counts the stages of one solver kernel"):
+        envs.make("hide_and_seek", solver_staged=True, solver_timing=True)
+    with pytest.raises(ecs.ConfigError, match=r"solver_staged must be True or False, got 1"):
+        PhysicsConfig(solver_staged=1)
     with pytest.raises(ecs.ConfigError, match=r"substeps must be an int >= 1"):
-        physics.solver_systems("staged", substeps=0)
+        physics.solver_systems("block", staged=True, substeps=0)
     with pytest.raises(ecs.ConfigError, match=r"solver registers must be None or an int"):
-        physics.solver_systems("staged", 16, substeps=2)
+        physics.solver_systems("world", 16, staged=True, substeps=2)
+    with pytest.raises(ecs.ConfigError, match=r"solver layout must be one of"):
+        physics.solver_systems("staged", staged=True, substeps=2)
     with pytest.raises(ValueError, match=r"stage must be one of \['collide', 'prepare', 'solve', 'velocity'\]"):
         solver.step_kernel(True, stage="narrowphase")
 
