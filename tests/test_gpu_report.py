@@ -44,7 +44,7 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
         "block, interleaved",
     ]
     same = {"block": True, "block, staged": True, "world, staged": True, "block, interleaved": True}
-    assert solver["identical"] == {"4": same}
+    assert solver["identical"] == {"4": same} and solver["reference"] == {"4": "world"}
     assert [(r["layout"], r["num_worlds"]) for r in solver["stages"]] == [("block", 4), ("world", 4)]
     for r in solver["stages"]:
         assert list(r["share"]) == list(SOLVER_STAGES) and abs(sum(r["share"].values()) - 1.0) < 1e-9, r
