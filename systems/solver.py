@@ -2336,7 +2336,7 @@ def step_kernel(
     per choice, each capped one in a module of its own. ``recompute`` (for tests): the CPU build recomputes what a
     GPU thread recomputes rather than keeps (see ``manifold_corrections``), so that path runs on CPU too.
     ``timed``: lane 0 of each world also counts the clock cycles of each stage into ``SolverCycles``, with the
-    same result otherwise. ``stage``: the kernel of that stage of the staged layout (``STAGED``)."""
+    same result otherwise. ``stage``: the kernel of that stage of a staged solver (``STAGED``)."""
     key = (bool(block), registers, bool(recompute), bool(timed), stage)
     if key not in _STEP_KERNELS:
         _STEP_KERNELS[key] = _step_kernel(*key)

@@ -5,7 +5,7 @@ levels with auto-reset at the 240-step horizon, rigid-body physics, lidar, visib
 casts every step. The rate is ``num_worlds * steps / seconds`` of ``sim.step()`` (median of
 ``--repeats`` windows); agent-steps/s multiplies by the mean number of active agents (about 4 of
 the 6 slots). ``--profile N`` prints ``sim.profile()`` at ``N`` worlds. ``--set KEY=VALUE`` (repeatable)
-overrides a field of the env's config (``physics_substeps=4``, ``solver_layout=staged``, ``wide_sensors=false``).
+overrides a field of the env's config (``physics_substeps=4``, ``solver_staged=true``, ``wide_sensors=false``).
 
 Madrona's published figure for this environment is "over 1.9 million environment steps per second
 on a single GPU" (Shacklett et al., SIGGRAPH 2023); it is printed beside the results for scale.
