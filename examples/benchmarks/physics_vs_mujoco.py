@@ -198,13 +198,15 @@ def max_drift_mm(rows: list[int]) -> Callable[[dict[str, np.ndarray]], float]:
 
 
 def rotation_matrix(q: np.ndarray) -> np.ndarray:
-    x, y, z, w = q / np.linalg.norm(q)
-    return np.array(
+    """Rotation matrices ``[..., 3, 3]`` of quaternions ``[..., 4]`` (x, y, z, w), normalised first."""
+    x, y, z, w = np.moveaxis(q / np.linalg.norm(q, axis=-1, keepdims=True), -1, 0)
+    return np.stack(
         [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ]
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
+            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
+            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
     )
 
 
@@ -399,30 +401,17 @@ def coulomb_ramp(force: float, cube_mass: float, ramp_mass: float, mu: float, g:
     }
 
 
-def _quat_matrix(q: np.ndarray) -> np.ndarray:
-    """Rotation matrices ``[T, 3, 3]`` of quaternions ``[T, 4]`` (x, y, z, w)."""
-    x, y, z, w = np.moveaxis(q, -1, 0)
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
-            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
-            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
-
-
 def slope_motion(run: dict[str, np.ndarray], ramp: int = 1, cube: int = 2) -> dict[str, np.ndarray]:
     """Per step of a ``ramp_push`` run from the low end: ``slide``, the cube's speed up the ramp's slope relative to
     the ramp's surface there [m/s]; ``tilt``, the angle between the slope's normal and the nearest of the cube's
     face normals [deg] (0: a face lies flat on the slope); ``ramp_ax``, the ramp's acceleration along x from this
     step to the next [m/s^2]; ``height``, the cube's centre above the floor [m]."""
     pos, vel, ang = run["position"], run["linear_velocity"], run["angular_velocity"]
-    turn = _quat_matrix(run["rotation"][:, ramp])
+    turn = rotation_matrix(run["rotation"][:, ramp])
     up = turn @ np.array([np.cos(SLOPE), 0.0, np.sin(SLOPE)])
     normal = turn @ np.array([-np.sin(SLOPE), 0.0, np.cos(SLOPE)])
     surface = vel[:, ramp] + np.cross(ang[:, ramp], pos[:, cube] - pos[:, ramp])
-    faces = np.abs(np.einsum("tij,ti->tj", _quat_matrix(run["rotation"][:, cube]), normal)).max(axis=1)
+    faces = np.abs(np.einsum("tij,ti->tj", rotation_matrix(run["rotation"][:, cube]), normal)).max(axis=1)
     return {
         "slide": np.einsum("ti,ti->t", vel[:, cube] - surface, up),
         "tilt": np.degrees(np.arccos(np.clip(faces, -1.0, 1.0))),
