@@ -19,7 +19,7 @@ The archetypes are ``body`` (every physical thing of a world, ``max_bodies`` row
 (broadphase candidates), ``contact`` (the contact table, ``max_contacts`` rows) and ``joint``
 (fixed joints, ``max_joints`` rows). The systems are ``find_pairs`` (PHYSICS phase) and
 ``step_bodies`` (COLLIDE phase; ``step_bodies_block``, a block of lanes per world with the same
-results, where ``solver_layout`` is "block"; ``begin_substeps`` and four kernels a substep where it is
+results, where ``solver_layout`` is "block"; ``begin_substeps``, four kernels a substep and ``end_substeps`` where it is
 ``solver_staged`` is set): they sit in two phases because the solver reads the
 pairs that the broadphase computes from the poses that the solver then changes. Env systems that set forces
 belong in ACT; systems that react to the new poses go after them (COLLIDE, registered later, or
@@ -174,10 +174,10 @@ def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
 def solver_systems(
     layout: str, registers: int | None = None, *, timed: bool = False, staged: bool = False, substeps: int = 1
 ) -> list[ecs.System]:
-    """The solver's systems: ``[solver_system(...)]``, or with ``staged`` ``begin_substeps`` then the kernels of
-    ``solver.STAGED`` for each of ``substeps`` substeps, in ``layout`` (a thread or a block of
-    ``solver.SOLVER_LANES`` lanes per world; "auto": the first with the second as its CUDA variant), named
-    ``solver_<stage>_<substep>`` (the profiler times each)."""
+    """The solver's systems: ``[solver_system(...)]``, or with ``staged`` ``begin_substeps``, the kernels of
+    ``solver.STAGED`` for each of ``substeps`` substeps in ``layout`` (a thread or a block of ``solver.SOLVER_LANES``
+    lanes per world; "auto": the first with the second as its CUDA variant), named ``solver_<stage>_<substep>``
+    (the profiler times each), and ``end_substeps`` (a thread per contact row)."""
     if not staged:
         return [solver_system(layout, registers, timed=timed)]
     if layout not in SOLVER_LAYOUTS:
@@ -207,7 +207,8 @@ def solver_systems(
         return ecs.System(kernel, ecs.Phase.COLLIDE, name=name, dim="world", world_local=True, cuda=cuda)
 
     begin = ecs.System(solver.begin_substeps, ecs.Phase.COLLIDE, dim="world", world_local=True)
-    return [begin] + [stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED]
+    end = ecs.System(solver.end_substeps, ecs.Phase.COLLIDE, dim="entity", world_local=True)
+    return [begin, *(stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED), end]
 
 
 def solver_system(layout: str, registers: int | None = None, *, timed: bool = False) -> ecs.System:

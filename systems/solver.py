@@ -72,10 +72,10 @@ every batch. The joints go in batches too (``joint_batch_end``). Lane 0 alone fi
 (``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world. Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
 block keeps a world's latency down where few worlds run; a thread per world fills a GPU with worlds.
 
-A staged solver (``PhysicsConfig.solver_staged``) runs either kernel's work as ``begin_substeps`` and then four
-kernels every substep
-(``STAGED``: collide, prepare, solve, velocity; ``step_kernel(stage=...)``, the same source with the other
-stages left out), again with the same result bit for bit. What one stage leaves to the next is in the tables
+A staged solver (``PhysicsConfig.solver_staged``) runs either kernel's work as ``begin_substeps``, four kernels
+every substep (``STAGED``: collide, prepare, solve, velocity; ``step_kernel(stage=...)``, the same source with
+the other stages left out) and ``end_substeps``, which marks the contact rows in use once, again with the same
+result bit for bit. What one stage leaves to the next is in the tables
 and in ``SolverCounts``. A GPU thread of one stage holds only what that stage needs: in the H100 build none
 keeps more than 48 B (a block) or 80 B (a thread per world) of local memory where the whole kernels keep 800 B
 and 648 B.
@@ -2288,10 +2288,7 @@ def _step_kernel(
                     k = e
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 7, clock)
-                if wp.static(not whole):
-                    for k in range(lane, contact_out.alive.shape[1], lanes):
-                        contact_out.alive[world, k] = wp.where(k < count, 1, 0)
-        if wp.static(whole):
+        if wp.static(whole):  # a staged solver marks the rows in use once, after its last substep (end_substeps)
             count = world_contact_count_out[world]
             for k in range(lane, contact_out.alive.shape[1], lanes):
                 contact_out.alive[world, k] = wp.where(k < count, 1, 0)
@@ -2326,6 +2323,14 @@ def begin_substeps(world_contact_count_out: wp.array[wp.int32]):
     world_contact_count_out[wp.tid()] = 0
 
 
+@wp.kernel(module="unique")
+def end_substeps(world_contact_count_in: wp.array[wp.int32], contact__alive_out: wp.array2d[wp.int32]):
+    """The staged solver's last launch of a step, a thread per contact row: the rows of the last substep's contacts
+    are alive, as the whole kernel leaves them."""
+    world, k = wp.tid()
+    contact__alive_out[world, k] = wp.where(k < world_contact_count_in[world], 1, 0)
+
+
 def step_kernel(
     block: bool, registers: int | None = None, recompute: bool = False, timed: bool = False, stage: str | None = None
 ) -> wp.Kernel:
@@ -2344,5 +2349,5 @@ def step_kernel(
 
 
 def is_step_kernel(fn: object) -> bool:
-    """Whether ``fn`` is one of the solver's kernels (``step_kernel``, ``begin_substeps``)."""
-    return fn is begin_substeps or any(fn is k for k in _STEP_KERNELS.values())
+    """Whether ``fn`` is one of the solver's kernels (``step_kernel``, ``begin_substeps``, ``end_substeps``)."""
+    return fn is begin_substeps or fn is end_substeps or any(fn is k for k in _STEP_KERNELS.values())

@@ -63,6 +63,7 @@ def test_the_solver_variants_compile_for_sm90():
     for stage in ("collide", "prepare", "solve", "velocity"):
         assert any(name.startswith(f"step_bodies_{stage}_block_") for name in modules), modules
     assert any(name.startswith("begin_substeps_") for name in modules), modules
+    assert any(name.startswith("end_substeps_") for name in modules), modules
 
 
 _SIM_HASHES = """

@@ -142,6 +142,7 @@ def state(sim: ecs.BatchSim) -> dict[str, np.ndarray]:
     out = {c: sim.tensor("body", c).numpy().copy() for c in STATE}
     counts = sim.tensor("world", "contact_count").numpy()
     out["contact_count"] = counts.copy()
+    out["contact_alive"] = sim.tensor("contact", "alive").numpy().copy()  # the rows in use marked alive, no others
     pairs = np.stack([sim.tensor("contact", c).numpy() for c in ("contact_body_a", "contact_body_b")], axis=-1)
     order = sim.tensor("contact", "contact_order").numpy()
     for w, n in enumerate(counts):
@@ -306,21 +307,22 @@ def test_the_layout_is_a_config_choice():
 
 def test_a_staged_solver_is_four_launches_a_substep():
     """``solver_staged``: ``begin_substeps``, then collide, prepare, solve and velocity for every substep, named by
-    stage and substep, in the solver's layout ("auto": a thread per world on CPU, a block on CUDA, as the whole
+    stage and substep, then ``end_substeps`` (a thread per contact row), in the solver's layout ("auto": a thread per world on CPU, a block on CUDA, as the whole
     kernel); ``with_solver`` swaps the lot either way."""
     from ecs.graph import TaskGraph
 
     spec = envs.make("hide_and_seek", solver_layout="block", solver_staged=True, physics_substeps=3)
     collide = [(s.name, s.block_dim) for s in spec.systems if s.phase == ecs.Phase.COLLIDE]
-    names = ["begin_substeps"] + [f"solver_{stage}_{sub}" for sub in range(3) for stage in solver.STAGED]
-    assert [n for n, _ in collide] == names and {d for n, d in collide[1:]} == {SOLVER_LANES}
-    assert collide[0][1] is None
+    stages = [f"solver_{stage}_{sub}" for sub in range(3) for stage in solver.STAGED]
+    names = ["begin_substeps", *stages, "end_substeps"]
+    assert [n for n, _ in collide] == names and {d for n, d in collide[1:-1]} == {SOLVER_LANES}
+    assert collide[0][1] is None and collide[-1][1] is None
     block = physics.with_solver(spec, layout="block")
     assert [s.name for s in block.systems if s.phase == ecs.Phase.COLLIDE] == ["step_bodies_block"]
     assert [s.name for s in block.systems] == [
         "step_bodies_block" if s.name == "begin_substeps" else s.name
         for s in spec.systems
-        if not s.name.startswith("solver_")
+        if not s.name.startswith("solver_") and s.name != "end_substeps"
     ]
     again = physics.with_solver(block, layout="block", staged=True)
     assert [s.name for s in again.systems] == [s.name for s in spec.systems]
