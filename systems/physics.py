@@ -19,8 +19,8 @@ The archetypes are ``body`` (every physical thing of a world, ``max_bodies`` row
 (broadphase candidates), ``contact`` (the contact table, ``max_contacts`` rows) and ``joint``
 (fixed joints, ``max_joints`` rows). The systems are ``find_pairs`` (PHYSICS phase) and
 ``step_bodies`` (COLLIDE phase; ``step_bodies_block``, a block of lanes per world with the same
-results, where ``solver_layout`` is "block"; ``begin_substeps``, four kernels a substep and ``end_substeps`` where it is
-``solver_staged`` is set): they sit in two phases because the solver reads the
+results, where ``solver_layout`` is "block"; with ``solver_staged``, ``begin_substeps``, four kernels a substep
+and ``end_substeps``): they sit in two phases because the solver reads the
 pairs that the broadphase computes from the poses that the solver then changes. Env systems that set forces
 belong in ACT; systems that react to the new poses go after them (COLLIDE, registered later, or
 a later phase).
@@ -79,8 +79,9 @@ class PhysicsConfig:
     # "world": step_bodies, a thread per world; "block": step_bodies_block, solver.SOLVER_LANES lanes per world;
     # "auto": "world" on CPU, "block" on CUDA
     solver_layout: str = "auto"
-    # The solver of solver_layout as begin_substeps and four kernels per substep (solver.STAGED: collide, prepare,
-    # solve, velocity), each holding less than the whole kernel; the profiler times each. The same results.
+    # The solver of solver_layout as begin_substeps, four kernels per substep (solver.STAGED: collide, prepare,
+    # solve, velocity), each holding less than the whole kernel, and end_substeps; the profiler times each. The same
+    # results.
     solver_staged: bool = False
     # CUDA: at most this many registers per thread of the solver (32..255; None: the compiler's choice). A cap
     # spills to local memory but fits more threads on an SM; the same result bit for bit on CPU.
@@ -171,6 +172,14 @@ def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
     ]
 
 
+def _check_solver_choice(layout: str, registers: int | None) -> None:
+    if layout not in SOLVER_LAYOUTS:
+        raise ecs.ConfigError(f"solver layout must be one of {list(SOLVER_LAYOUTS)}, got {layout!r}")
+    registers_problem = solver_registers_problem(registers)
+    if registers_problem:
+        raise ecs.ConfigError(f"solver registers {registers_problem}")
+
+
 def solver_systems(
     layout: str, registers: int | None = None, *, timed: bool = False, staged: bool = False, substeps: int = 1
 ) -> list[ecs.System]:
@@ -180,11 +189,7 @@ def solver_systems(
     (the profiler times each), and ``end_substeps`` (a thread per contact row)."""
     if not staged:
         return [solver_system(layout, registers, timed=timed)]
-    if layout not in SOLVER_LAYOUTS:
-        raise ecs.ConfigError(f"solver layout must be one of {list(SOLVER_LAYOUTS)}, got {layout!r}")
-    registers_problem = solver_registers_problem(registers)
-    if registers_problem:
-        raise ecs.ConfigError(f"solver registers {registers_problem}")
+    _check_solver_choice(layout, registers)
     if timed:
         raise ecs.ConfigError("a staged solver is timed by the profiler: drop timed=True or staged=True")
     if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
@@ -216,11 +221,7 @@ def solver_system(layout: str, registers: int | None = None, *, timed: bool = Fa
     lanes per world, a tiled launch) for "block", the first with the second as its CUDA variant for "auto"; with
     ``registers``, capped at that many registers per thread on CUDA (``step_bodies_r128``, ...; see
     ``PhysicsConfig.solver_registers``); ``timed``, counting each stage's cycles (``PhysicsConfig.solver_timing``)."""
-    if layout not in SOLVER_LAYOUTS:
-        raise ecs.ConfigError(f"solver layout must be one of {list(SOLVER_LAYOUTS)}, got {layout!r}")
-    registers_problem = solver_registers_problem(registers)
-    if registers_problem:
-        raise ecs.ConfigError(f"solver registers {registers_problem}")
+    _check_solver_choice(layout, registers)
     if layout == "auto":
         block = solver_system("block", registers, timed=timed)
         return ecs.System(
