@@ -8,7 +8,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time with the solver a block of lanes per world (``solver_layout``, the CUDA default), whole and in four kernels a substep (``solver_staged``), at 1k..256k worlds; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches); a thread per world at 1k (its stage shares too), whose state every variant must equal, and staged at 16k and 64k; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
+| ``solver`` | hide-and-seek's step time with the solver a block of lanes per world (``solver_layout``, the CUDA default), whole and in four kernels a substep (``solver_staged``), each with and without its cache in shared memory (``solver_cache``), at 1k..256k worlds; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches); a thread per world at 1k (its stage shares too), whose state every variant must equal, and staged at 16k and 64k; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
@@ -246,24 +246,29 @@ def stage_solver(args: argparse.Namespace) -> dict:
     # solver.STAGED; offline, ptxas gives a block's 149-255 registers and at most 48 B of local memory where the
     # whole block kernel holds 800 B) the block runs second, at every count, and its launches are profiled at 1k
     # and 16k; a thread per world staged (113-255 registers, at most 80 B) runs at 16k and 64k, where it fills a GPU
-    # (at 256k a thread per world would take most of the stage's time).
+    # (at 256k a thread per world would take most of the stage's time). Cached (solver_cache: the body columns the
+    # solver rewrites and the contact impulses in the block's shared memory, 11 KB; offline, ptxas gives the whole
+    # block 640 B of stack where it had 800 B, and every staged kernel but solve, 8 B of spills, none) after each.
+    # (layout, registers per thread, worlds interleaved, staged, cached, world counts)
     variants = [
-        ("block", None, False, False, counts),
-        ("block", None, False, True, counts),
-        ("world", None, False, False, counts[:1]),
-        ("world", None, False, True, counts[1:3] or counts),
-        ("block", None, True, False, counts[:2]),
+        ("block", None, False, False, False, counts),
+        ("block", None, False, False, True, counts),
+        ("block", None, False, True, False, counts),
+        ("block", None, False, True, True, counts[:3]),
+        ("world", None, False, False, False, counts[:1]),
+        ("world", None, False, True, False, counts[1:3] or counts),
+        ("block", None, True, False, False, counts[:2]),
     ]
     if not args.quick:
         # Capped at 128 registers a lane spills more but an SM holds twice the warps: no gain on the H100 while a
         # lane kept 1.5 KB of local memory; measured again now that it keeps half that.
-        variants.append(("block", 128, False, False, counts[:2]))
+        variants.append(("block", 128, False, False, False, counts[:2]))
     result: dict[str, Any] = {"rows": [], "identical": {}, "stages": [], "staged_profile": []}
     digests: dict[int, dict[str, list[str]]] = {n: {} for n in counts}
     scratch = {c.name for c in importlib.import_module("systems.solver").SCRATCH_COMPONENTS}
-    for layout, registers, interleave, staged, variant_counts in variants:
+    for layout, registers, interleave, staged, cached, variant_counts in variants:
         label = layout + ("" if registers is None else f", {registers} registers") + (", interleaved" * interleave)
-        label += ", staged" * staged
+        label += ", staged" * staged + ", cached" * cached
         if label == "world":
             for n in counts[:2]:
                 result["stages"].append(_solver_stages(args, "block", n))
@@ -290,6 +295,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
                     solver_layout=layout,
                     solver_registers=registers,
                     solver_staged=staged,
+                    solver_cache=cached,
                 )
             except Exception as e:  # e.g. out of memory at the largest counts
                 watchdog.cancel()
@@ -579,18 +585,30 @@ def stage_registers(args: argparse.Namespace) -> dict:
 
     import warp as wp
 
-    # (layout, registers, timed, staged): what the solver stage runs; building a sim loads every module of its step
+    # (layout, registers, timed, staged, cached): what the solver stage runs; building a sim loads every module of
+    # its step
     solvers = (
-        ("world", None, False, False),
-        ("block", None, False, False),
-        ("block", None, False, True),
-        ("world", None, False, True),
-        ("block", 128, False, False),
-        ("block", None, True, False),
+        ("world", None, False, False, False),
+        ("block", None, False, False, False),
+        ("block", None, False, False, True),
+        ("block", None, False, True, False),
+        ("block", None, False, True, True),
+        ("world", None, False, True, False),
+        ("block", 128, False, False, False),
+        ("block", None, True, False, False),
     )
     sims = [
-        _sim("hide_and_seek", 64, args.device, solver_layout=lay, solver_registers=r, solver_timing=t, solver_staged=s)
-        for lay, r, t, s in solvers
+        _sim(
+            "hide_and_seek",
+            64,
+            args.device,
+            solver_layout=lay,
+            solver_registers=r,
+            solver_timing=t,
+            solver_staged=s,
+            solver_cache=c,
+        )
+        for lay, r, t, s, c in solvers
     ]
     cuda = ctypes.CDLL("libcuda.so.1")
     attrs = {"max_threads_per_block": 0, "local_bytes": 3, "registers": 4}

@@ -20,7 +20,7 @@ The archetypes are ``body`` (every physical thing of a world, ``max_bodies`` row
 (fixed joints, ``max_joints`` rows). The systems are ``find_pairs`` (PHYSICS phase) and
 ``step_bodies`` (COLLIDE phase; ``step_bodies_block``, a block of lanes per world with the same
 results, where ``solver_layout`` is "block"; with ``solver_staged``, ``begin_substeps``, four kernels a substep
-and ``end_substeps``): they sit in two phases because the solver reads the
+and ``end_substeps``; with ``solver_cache``, the block's kernels keep what they rewrite in shared memory): they sit in two phases because the solver reads the
 pairs that the broadphase computes from the poses that the solver then changes. Env systems that set forces
 belong in ACT; systems that react to the new poses go after them (COLLIDE, registered later, or
 a later phase).
@@ -83,6 +83,11 @@ class PhysicsConfig:
     # solve, velocity), each holding less than the whole kernel, and end_substeps; the profiler times each. The same
     # results.
     solver_staged: bool = False
+    # The solver's kernels keep the body columns they rewrite (poses, velocities, the level solve's sums) and the
+    # contact impulses in a cache of each world's own while they run (solver.CACHE_COLUMNS: a block's shared memory
+    # on CUDA, up to solver.CACHE_BODIES bodies and solver.CACHE_CONTACTS contacts), rather than in the tables. The
+    # same results.
+    solver_cache: bool = False
     # CUDA: at most this many registers per thread of the solver (32..255; None: the compiler's choice). A cap
     # spills to local memory but fits more threads on an SM; the same result bit for bit on CPU.
     solver_registers: int | None = None
@@ -114,8 +119,14 @@ class PhysicsConfig:
             raise ecs.ConfigError(f"solver_registers {registers_problem}")
         if not isinstance(self.solver_timing, bool):
             raise ecs.ConfigError(f"solver_timing must be True or False, got {self.solver_timing!r}")
-        if not isinstance(self.solver_staged, bool):
-            raise ecs.ConfigError(f"solver_staged must be True or False, got {self.solver_staged!r}")
+        for name in ("solver_staged", "solver_cache"):
+            if not isinstance(getattr(self, name), bool):
+                raise ecs.ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        cache_problem = self.solver_cache and solver_cache_problem(
+            self.solver_layout, self.max_bodies, self.max_contacts
+        )
+        if cache_problem:
+            raise ecs.ConfigError(cache_problem)
         if self.solver_timing and self.solver_staged:
             raise ecs.ConfigError(
                 "solver_timing counts the stages of one solver kernel; the staged solver's kernels are timed by "
@@ -167,7 +178,10 @@ def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
             cfg.solver_registers,
             timed=cfg.solver_timing,
             staged=cfg.solver_staged,
+            cached=cfg.solver_cache,
             substeps=cfg.physics_substeps,
+            max_bodies=cfg.max_bodies,
+            max_contacts=cfg.max_contacts,
         ),
     ]
 
@@ -181,14 +195,30 @@ def _check_solver_choice(layout: str, registers: int | None) -> None:
 
 
 def solver_systems(
-    layout: str, registers: int | None = None, *, timed: bool = False, staged: bool = False, substeps: int = 1
+    layout: str,
+    registers: int | None = None,
+    *,
+    timed: bool = False,
+    staged: bool = False,
+    cached: bool = False,
+    substeps: int = 1,
+    max_bodies: int | None = None,
+    max_contacts: int | None = None,
 ) -> list[ecs.System]:
     """The solver's systems: ``[solver_system(...)]``, or with ``staged`` ``begin_substeps``, the kernels of
     ``solver.STAGED`` for each of ``substeps`` substeps in ``layout`` (a thread or a block of ``solver.SOLVER_LANES``
     lanes per world; "auto": the first with the second as its CUDA variant), named ``solver_<stage>_<substep>``
-    (the profiler times each), and ``end_substeps`` (a thread per contact row)."""
+    (the profiler times each), and ``end_substeps`` (a thread per contact row). ``cached``: each kernel keeps the
+    columns it rewrites in a cache of each world's own (``PhysicsConfig.solver_cache``), which needs the tables'
+    ``max_bodies`` and ``max_contacts`` (rows per world) to fit it."""
+    if cached:
+        _check_cache(layout, max_bodies, max_contacts)
     if not staged:
-        return [solver_system(layout, registers, timed=timed)]
+        return [
+            solver_system(
+                layout, registers, timed=timed, cached=cached, max_bodies=max_bodies, max_contacts=max_contacts
+            )
+        ]
     _check_solver_choice(layout, registers)
     if timed:
         raise ecs.ConfigError("a staged solver is timed by the profiler: drop timed=True or staged=True")
@@ -198,7 +228,7 @@ def solver_systems(
     def stage_system(stage: str, sub: int) -> ecs.System:
         name = f"solver_{stage}_{sub}"
         block = ecs.System(
-            solver.step_kernel(True, registers, stage=stage),
+            solver.step_kernel(True, registers, stage=stage, cached=cached),
             ecs.Phase.COLLIDE,
             name=name,
             dim="world",
@@ -216,14 +246,51 @@ def solver_systems(
     return [begin, *(stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED), end]
 
 
-def solver_system(layout: str, registers: int | None = None, *, timed: bool = False) -> ecs.System:
+def _check_cache(layout: str, max_bodies: int | None, max_contacts: int | None) -> None:
+    problem = solver_cache_problem(layout, max_bodies, max_contacts)
+    if problem:
+        raise ecs.ConfigError(problem)
+
+
+def solver_cache_problem(layout: str, max_bodies: int | None, max_contacts: int | None) -> str | None:
+    """Why the solver cannot keep a world's columns in a cache of its own (``solver_cache``), or None."""
+    if layout == "world":
+        return (
+            "solver_cache keeps a world's columns in its block's shared memory: it needs solver_layout 'block' or "
+            "'auto', not 'world'"
+        )
+    if max_bodies is None or max_contacts is None:
+        return "solver_cache needs max_bodies= and max_contacts= (rows per world) to check they fit the cache"
+    if max_bodies > solver.CACHE_BODIES or max_contacts > solver.CACHE_CONTACTS:
+        return (
+            f"solver_cache holds at most {solver.CACHE_BODIES} bodies and {solver.CACHE_CONTACTS} contacts per world, "
+            f"got max_bodies={max_bodies}, max_contacts={max_contacts}: lower them or set solver_cache=False"
+        )
+    return None
+
+
+def solver_system(
+    layout: str,
+    registers: int | None = None,
+    *,
+    timed: bool = False,
+    cached: bool = False,
+    max_bodies: int | None = None,
+    max_contacts: int | None = None,
+) -> ecs.System:
     """The solver's system: ``step_bodies`` for layout "world", ``step_bodies_block`` (``solver.SOLVER_LANES``
     lanes per world, a tiled launch) for "block", the first with the second as its CUDA variant for "auto"; with
     ``registers``, capped at that many registers per thread on CUDA (``step_bodies_r128``, ...; see
-    ``PhysicsConfig.solver_registers``); ``timed``, counting each stage's cycles (``PhysicsConfig.solver_timing``)."""
+    ``PhysicsConfig.solver_registers``); ``timed``, counting each stage's cycles (``PhysicsConfig.solver_timing``);
+    ``cached``, with a cache of each world's own (``PhysicsConfig.solver_cache``; the CPU build of "auto" runs
+    without it), for tables of at most ``max_bodies`` and ``max_contacts`` rows per world."""
     _check_solver_choice(layout, registers)
+    if cached:
+        _check_cache(layout, max_bodies, max_contacts)
     if layout == "auto":
-        block = solver_system("block", registers, timed=timed)
+        block = solver_system(
+            "block", registers, timed=timed, cached=cached, max_bodies=max_bodies, max_contacts=max_contacts
+        )
         return ecs.System(
             solver.step_kernel(False, registers, timed=timed),
             ecs.Phase.COLLIDE,
@@ -232,13 +299,19 @@ def solver_system(layout: str, registers: int | None = None, *, timed: bool = Fa
             cuda=block,
         )
     block = layout == "block"
-    kernel = solver.step_kernel(block, registers, timed=timed)
+    kernel = solver.step_kernel(block, registers, timed=timed, cached=cached)
     lanes = solver.SOLVER_LANES if block else None
     return ecs.System(kernel, ecs.Phase.COLLIDE, dim="world", world_local=True, block_dim=lanes)
 
 
 def with_solver(
-    spec: ecs.EnvSpec, *, layout: str, registers: int | None = None, timed: bool = False, staged: bool = False
+    spec: ecs.EnvSpec,
+    *,
+    layout: str,
+    registers: int | None = None,
+    timed: bool = False,
+    staged: bool = False,
+    cached: bool = False,
 ) -> ecs.EnvSpec:
     """``spec`` with its solver's systems swapped for those of ``layout``, ``registers`` and ``staged`` (see
     ``PhysicsConfig.solver_layout``, ``solver_registers`` and ``solver_staged``): to time them against each other,
@@ -251,7 +324,17 @@ def with_solver(
         raise ecs.ConfigError(
             f"env {spec.name!r} names no physics_substeps (resource or config field) for the staged solver's launches"
         )
-    new = solver_systems(layout, registers, timed=timed, staged=staged, substeps=substeps or 1)
+    capacity = {a.name: a.capacity for a in spec.archetypes}
+    new = solver_systems(
+        layout,
+        registers,
+        timed=timed,
+        staged=staged,
+        cached=cached,
+        substeps=substeps or 1,
+        max_bodies=capacity.get("body"),
+        max_contacts=capacity.get("contact"),
+    )
     first = is_solver.index(True)
     kept = [s for s, old in zip(spec.systems, is_solver, strict=True) if not old]
     return replace(spec, systems=kept[:first] + new + kept[first:])

@@ -79,9 +79,17 @@ result bit for bit. What one stage leaves to the next is in the tables
 and in ``SolverCounts``. A GPU thread of one stage holds only what that stage needs: in the H100 build none
 keeps more than 48 B (a block) or 80 B (a thread per world) of local memory where the whole kernels keep 800 B
 and 648 B.
+
+With a cache (``PhysicsConfig.solver_cache``, ``step_kernel(cached=True)``), the block's kernels keep the columns
+that the solver rewrites over and over (``CACHE_COLUMNS``: poses, velocities, the level solve's sums, the contact
+impulses) in a cache of the world's own while they run: the block's shared memory on CUDA, a heap buffer on CPU.
+Each launch reads them in at its start and writes them back at its end, so the tables hold the same values
+between launches, and the result is the same bit for bit.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import warp as wp
 
@@ -1786,6 +1794,154 @@ def block_share(value: int) -> int:
     return wp.tile_from_thread(shape=(1,), value=value, thread_idx=0)[0]
 
 
+# A world's cache (``PhysicsConfig.solver_cache``): the body and contact columns that the solver rewrites over
+# and over, kept where a block reaches them fastest while a kernel runs (shared memory on CUDA, a buffer of the
+# world's own on CPU), read in at the kernel's start and written back at its end. Columns of at most
+# CACHE_BODIES bodies and CACHE_CONTACTS contact rows fit; a world with more runs from the tables instead.
+CACHE_BODIES = 64
+CACHE_CONTACTS = 256
+# (column, element type, rows: "bodies" or "contacts"); the columns of one element type lie side by side.
+CACHE_COLUMNS = (
+    ("position", "vec3", "bodies"),
+    ("rotation", "quat", "bodies"),
+    ("prev_position", "vec3", "bodies"),
+    ("prev_rotation", "quat", "bodies"),
+    ("linear_velocity", "vec3", "bodies"),
+    ("angular_velocity", "vec3", "bodies"),
+    ("split_count", "int", "bodies"),
+    ("split_move", "vec3", "bodies"),
+    ("split_turn", "vec3", "bodies"),
+    ("contact_impulse", "float", "contacts"),
+    ("contact_friction", "vec3", "contacts"),
+)
+_CACHE_TYPES = {"vec3": ("wp::vec3", 12), "quat": ("wp::quat", 16), "float": ("float", 4), "int": ("int", 4)}
+
+
+def _cache_layout() -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+    """Each column's byte offset within its element type's part of the cache, and each part's (start, bytes)."""
+    at: dict[str, int] = {}
+    parts: dict[str, tuple[int, int]] = {}
+    start = 0
+    for kind, (_ctype, size) in _CACHE_TYPES.items():
+        used = 0
+        for name, column_kind, rows in CACHE_COLUMNS:
+            if column_kind == kind:
+                at[name] = used
+                used += size * (CACHE_BODIES if rows == "bodies" else CACHE_CONTACTS)
+        parts[kind] = (start, used)
+        start += (used + 15) // 16 * 16
+    return at, parts
+
+
+CACHE_AT, _CACHE_PARTS = _cache_layout()
+CACHE_BYTES = sum((used + 15) // 16 * 16 for _start, used in _CACHE_PARTS.values())
+
+
+@wp.func_native(
+    f"#if defined(__CUDA_ARCH__)\nreturn 0;\n#else\nreturn lane == 0 ? (uint64_t)malloc({CACHE_BYTES}) : 0;\n#endif\n"
+)
+def cache_open(lane: int) -> wp.uint64:
+    """A world's cache on CPU: a buffer of ``CACHE_BYTES`` that lane 0 takes from the heap (0 on other lanes:
+    ``block_share_address`` hands it to them), given back by ``cache_close``. 0 on CUDA, where each element type
+    has a shared-memory array of the block's own (``cached_vec3`` ...)."""
+    ...
+
+
+@wp.func_native("#if !defined(__CUDA_ARCH__)\nif (lane == 0) free((void*)cache);\n#endif\n")
+def cache_close(cache: wp.uint64, lane: int):
+    """Gives back what ``cache_open`` took (on CPU, by lane 0, once every lane is done with it)."""
+    ...
+
+
+@wp.func
+def block_share_address(value: wp.uint64) -> wp.uint64:
+    """Lane 0's ``value`` (an address), on every lane of the block."""
+    return wp.tile_from_thread(shape=(1,), value=value, thread_idx=0)[0]
+
+
+@wp.func
+def exchange(cache: wp.array2d(dtype=Any), table: wp.array2d(dtype=Any), world: int, i: int, back: bool):
+    """Row ``i`` of ``world`` from the table into the cache, or ``back`` from the cache into the table."""
+    if back:
+        table[world, i] = cache[world, i]
+    else:
+        cache[world, i] = table[world, i]
+
+
+@wp.func
+def exchange_cache(
+    bodies: Bodies,
+    splits: Splits,
+    impulse: wp.array2d[wp.float32],
+    friction: wp.array2d[wp.vec3],
+    motion: SolverMotion,
+    contacts: SolverContacts,
+    world: int,
+    nb: int,
+    lane: int,
+    lanes: int,
+    back: bool,
+):
+    """Reads the world's ``CACHE_COLUMNS`` from the tables into its cache (``bodies``, ``splits``, ``impulse`` and
+    ``friction`` viewing the cache), or ``back``, writes them out, on the block's lanes side by side."""
+    for i in range(lane, nb, lanes):
+        exchange(bodies.position, motion.position, world, i, back)
+        exchange(bodies.rotation, motion.rotation, world, i, back)
+        exchange(bodies.prev_position, motion.prev_position, world, i, back)
+        exchange(bodies.prev_rotation, motion.prev_rotation, world, i, back)
+        exchange(bodies.linear_velocity, motion.linear_velocity, world, i, back)
+        exchange(bodies.angular_velocity, motion.angular_velocity, world, i, back)
+        exchange(splits.count, motion.split_count, world, i, back)
+        exchange(splits.move, motion.split_move, world, i, back)
+        exchange(splits.turn, motion.split_turn, world, i, back)
+    for k in range(lane, impulse.shape[1], lanes):
+        exchange(impulse, contacts.contact_impulse, world, k, back)
+        exchange(friction, contacts.contact_friction, world, k, back)
+
+
+def _cache_view_snippet(kind: str) -> str:
+    """A cache column as a ``[worlds, rows]`` array whose rows are the same for every world (a stride of 0 between
+    worlds), so a world's kernel indexes it ``[world, i]`` as it does the table's column. On CUDA the element
+    type's shared-memory array is named directly, so the compiler addresses it as shared memory."""
+    ctype, _size = _CACHE_TYPES[kind]
+    start, used = _CACHE_PARTS[kind]
+    return (
+        "#if defined(__CUDA_ARCH__)\n"
+        f"__shared__ __align__(16) unsigned char part[{max(used, 16)}];\n"
+        f"wp::array_t<{ctype}> a(({ctype}*)(part + at), worlds, rows);\n"
+        "#else\n"
+        f"wp::array_t<{ctype}> a(({ctype}*)(cache + {start} + at), worlds, rows);\n"
+        "#endif\n"
+        "a.strides[0] = 0;\n"
+        "return a;\n"
+    )
+
+
+@wp.func_native(_cache_view_snippet("vec3"))
+def cached_vec3(cache: wp.uint64, at: int, worlds: int, rows: int) -> wp.array2d[wp.vec3]:
+    """The vec3 column at byte ``at`` of the cache's vec3 part, as the ``[worlds, rows]`` array that every world
+    indexes (``_cache_view_snippet``)."""
+    ...
+
+
+@wp.func_native(_cache_view_snippet("quat"))
+def cached_quat(cache: wp.uint64, at: int, worlds: int, rows: int) -> wp.array2d[wp.quat]:
+    """The quat column at byte ``at`` of the cache's quat part (see ``cached_vec3``)."""
+    ...
+
+
+@wp.func_native(_cache_view_snippet("float"))
+def cached_float(cache: wp.uint64, at: int, worlds: int, rows: int) -> wp.array2d[wp.float32]:
+    """The float32 column at byte ``at`` of the cache's float part (see ``cached_vec3``)."""
+    ...
+
+
+@wp.func_native(_cache_view_snippet("int"))
+def cached_int(cache: wp.uint64, at: int, worlds: int, rows: int) -> wp.array2d[wp.int32]:
+    """The int32 column at byte ``at`` of the cache's int part (see ``cached_vec3``)."""
+    ...
+
+
 @wp.func
 def narrowphase(
     c: Contacts,
@@ -1897,7 +2053,12 @@ def narrowphase_lanes(
 
 
 def _step_kernel(
-    block: bool, registers: int | None = None, recompute: bool = False, timed: bool = False, stage: str | None = None
+    block: bool,
+    registers: int | None = None,
+    recompute: bool = False,
+    timed: bool = False,
+    stage: str | None = None,
+    cached: bool = False,
 ) -> wp.Kernel:
     """``step_bodies`` (one thread per world) or, with ``block``, ``step_bodies_block`` (a block of lanes per
     world), from one source. The block's lanes keep and prepare contact rows, collide pairs
@@ -2002,6 +2163,34 @@ def _step_kernel(
         order = contact_out.contact_order
 
         nb = body_in.alive.shape[1]
+        cache = wp.uint64(0)
+        if wp.static(cached):
+            # Always the cache, never the tables where it is too small (a merge of the two would address both as
+            # generic memory): physics.solver_systems(cached=True) refuses such tables, and this guard keeps a
+            # world from writing past its cache should one get here anyway.
+            if nb > CACHE_BODIES or c.end > CACHE_CONTACTS:
+                return
+            cache = cache_open(lane)
+            if wp.static(block):
+                cache = block_share_address(cache)
+            worlds = body_in.alive.shape[0]
+            rows = c.end
+            bodies.position = cached_vec3(cache, wp.static(CACHE_AT["position"]), worlds, nb)
+            bodies.rotation = cached_quat(cache, wp.static(CACHE_AT["rotation"]), worlds, nb)
+            bodies.prev_position = cached_vec3(cache, wp.static(CACHE_AT["prev_position"]), worlds, nb)
+            bodies.prev_rotation = cached_quat(cache, wp.static(CACHE_AT["prev_rotation"]), worlds, nb)
+            bodies.linear_velocity = cached_vec3(cache, wp.static(CACHE_AT["linear_velocity"]), worlds, nb)
+            bodies.angular_velocity = cached_vec3(cache, wp.static(CACHE_AT["angular_velocity"]), worlds, nb)
+            splits.count = cached_int(cache, wp.static(CACHE_AT["split_count"]), worlds, nb)
+            splits.move = cached_vec3(cache, wp.static(CACHE_AT["split_move"]), worlds, nb)
+            splits.turn = cached_vec3(cache, wp.static(CACHE_AT["split_turn"]), worlds, nb)
+            impulse = cached_float(cache, wp.static(CACHE_AT["contact_impulse"]), worlds, rows)
+            friction = cached_vec3(cache, wp.static(CACHE_AT["contact_friction"]), worlds, rows)
+            poses.position = bodies.position
+            poses.rotation = bodies.rotation
+            exchange_cache(bodies, splits, impulse, friction, body_out, contact_out, world, nb, lane, lanes, False)
+            if wp.static(block):
+                block_sync()
         h = physics_dt / float(physics_substeps)
         clock = wp.int64(0)  # the cycle count where the stage being timed began (``timed``)
         if wp.static(timed):
@@ -2080,13 +2269,13 @@ def _step_kernel(
                 for k in range(lane, count, lanes):
                     a = contact_out.contact_body_a[world, k]
                     b = contact_out.contact_body_b[world, k]
-                    qa = body_out.rotation[world, a]
-                    qb = body_out.rotation[world, b]
+                    qa = bodies.rotation[world, a]
+                    qb = bodies.rotation[world, b]
                     n = contact_out.contact_normal[world, k]
                     rot_a = wp.quat_to_matrix(qa)
                     rot_b = wp.quat_to_matrix(qb)
-                    start_a = wp.quat_to_matrix(body_out.prev_rotation[world, a])
-                    start_b = wp.quat_to_matrix(body_out.prev_rotation[world, b])
+                    start_a = wp.quat_to_matrix(bodies.prev_rotation[world, a])
+                    start_b = wp.quat_to_matrix(bodies.prev_rotation[world, b])
                     ra = facing_arm(
                         rot_a * contact_out.contact_offset_a[world, k],
                         rot_a,
@@ -2249,13 +2438,13 @@ def _step_kernel(
                     if body_in.alive[world, i] != 0 and movable(
                         body_in.response[world, i], body_in.locked_by[world, i]
                     ):
-                        body_out.linear_velocity[world, i] = (
-                            body_out.position[world, i] - body_out.prev_position[world, i]
+                        bodies.linear_velocity[world, i] = (
+                            bodies.position[world, i] - bodies.prev_position[world, i]
                         ) / h
-                        body_out.angular_velocity[world, i] = substep_angular_velocity(
-                            body_out.prev_rotation[world, i],
-                            body_out.rotation[world, i],
-                            body_out.angular_velocity[world, i],
+                        bodies.angular_velocity[world, i] = substep_angular_velocity(
+                            bodies.prev_rotation[world, i],
+                            bodies.rotation[world, i],
+                            bodies.angular_velocity[world, i],
                             h,
                         )
                 if wp.static(block):
@@ -2292,18 +2481,28 @@ def _step_kernel(
             count = world_contact_count_out[world]
             for k in range(lane, contact_out.alive.shape[1], lanes):
                 contact_out.alive[world, k] = wp.where(k < count, 1, 0)
+        if wp.static(cached):
+            if wp.static(block):
+                block_sync()
+            exchange_cache(bodies, splits, impulse, friction, body_out, contact_out, world, nb, lane, lanes, True)
+            if wp.static(block):
+                block_sync()
+            cache_close(cache, lane)
 
     if timed and not whole:
         raise ValueError("a staged solver is timed by the profiler, per stage and substep; it takes no timed=")
+    if cached and not block:
+        raise ValueError("the cache is a block's shared memory, one world's: cached=True needs block=True")
     if stage is not None and stage not in STAGED:
         raise ValueError(f"stage must be one of {list(STAGED)} or None, got {stage!r}")
-    if block or registers is not None or recompute or timed or not whole:
+    if block or registers is not None or recompute or timed or not whole or cached:
         # A module of its own, built for blocks of SOLVER_LANES where lanes are asked for (what ahead-of-time and
         # register reports compile), and only where an env asks for this kernel.
         name = "step_bodies" + ("" if whole else f"_{stage}") + ("_block" if block else "")
         name += "" if registers is None else f"_r{registers}"
         name += "_recompute" if recompute else ""
         name += "_timed" if timed else ""
+        name += "_cached" if cached else ""
         options = {"block_dim": SOLVER_LANES, "enable_backward": False} if block else {"enable_backward": False}
         return wp.kernel(step_bodies, name=name, module="unique", module_options=options, cuda_max_registers=registers)
     return wp.kernel(step_bodies, name="step_bodies")
@@ -2311,9 +2510,9 @@ def _step_kernel(
 
 step_bodies = _step_kernel(block=False)
 step_bodies_block = _step_kernel(block=True)
-_STEP_KERNELS: dict[tuple[bool, int | None, bool, bool, str | None], wp.Kernel] = {
-    (False, None, False, False, None): step_bodies,
-    (True, None, False, False, None): step_bodies_block,
+_STEP_KERNELS: dict[tuple[bool, int | None, bool, bool, str | None, bool], wp.Kernel] = {
+    (False, None, False, False, None, False): step_bodies,
+    (True, None, False, False, None, False): step_bodies_block,
 }
 
 
@@ -2332,7 +2531,12 @@ def end_substeps(world_contact_count_in: wp.array[wp.int32], contact__alive_out:
 
 
 def step_kernel(
-    block: bool, registers: int | None = None, recompute: bool = False, timed: bool = False, stage: str | None = None
+    block: bool,
+    registers: int | None = None,
+    recompute: bool = False,
+    timed: bool = False,
+    stage: str | None = None,
+    cached: bool = False,
 ) -> wp.Kernel:
     """The solver's kernel: a block of ``SOLVER_LANES`` lanes per world or a thread per world, with at most
     ``registers`` registers per thread on CUDA (``__maxnreg__``; None: as many as the compiler takes, up to 255).
@@ -2342,7 +2546,7 @@ def step_kernel(
     GPU thread recomputes rather than keeps (see ``manifold_corrections``), so that path runs on CPU too.
     ``timed``: lane 0 of each world also counts the clock cycles of each stage into ``SolverCycles``, with the
     same result otherwise. ``stage``: the kernel of that stage of a staged solver (``STAGED``)."""
-    key = (bool(block), registers, bool(recompute), bool(timed), stage)
+    key = (bool(block), registers, bool(recompute), bool(timed), stage, bool(cached))
     if key not in _STEP_KERNELS:
         _STEP_KERNELS[key] = _step_kernel(*key)
     return _STEP_KERNELS[key]

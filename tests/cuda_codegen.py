@@ -22,7 +22,7 @@ import envs
 from ecs.engine_kernels import generate
 from ecs.fusion import build_fused, why_not_fusable
 from ecs.graph import TaskGraph
-from systems import physics
+from systems import physics, solver
 
 
 def cuda_modules(env: ecs.EnvSpec) -> dict[str, wp.Module]:
@@ -78,16 +78,25 @@ def main() -> None:
     parser.add_argument(
         "--solver-variants",
         default="",
-        help="also build the physics solver as LAYOUT[:REGISTERS][:timed][:staged],... (PhysicsConfig.solver_layout, "
-        "solver_registers, solver_timing, solver_staged), e.g. block,world:128,block:timed,block:staged, for "
-        "gpu-report's solver stage",
+        help="also build the physics solver as LAYOUT[:REGISTERS][:timed][:staged][:cached],... (PhysicsConfig."
+        "solver_layout, solver_registers, solver_timing, solver_staged, solver_cache), e.g. block,world:128,"
+        "block:timed,block:staged,block:cached, for gpu-report's solver stage",
     )
     args = parser.parse_args()
     variants = []
     for item in filter(None, args.solver_variants.split(",")):
         layout, *rest = item.split(":")
         registers = next((int(r) for r in rest if r.isdigit()), None)
-        for system in physics.solver_systems(layout, registers, timed="timed" in rest, staged="staged" in rest):
+        systems = physics.solver_systems(
+            layout,
+            registers,
+            timed="timed" in rest,
+            staged="staged" in rest,
+            cached="cached" in rest,
+            max_bodies=solver.CACHE_BODIES,
+            max_contacts=solver.CACHE_CONTACTS,
+        )
+        for system in systems:
             if system.fn.module not in variants:
                 variants.append(system.fn.module)
     if args.cache:

@@ -57,11 +57,11 @@ def test_cuda_kernels_compile_for_sm90(name):
 
 def test_the_solver_variants_compile_for_sm90():
     """The solver a block of lanes per world (tiles, barriers) with its registers capped (``__maxnreg__``) and its
-    stages timed (``clock64``), and the kernels of a staged block solver."""
-    modules = codegen("cartpole", "--solver-variants", "block:128:timed,block:staged")["modules"]
+    stages timed (``clock64``), and the kernels of a staged block solver with its cache in shared memory."""
+    modules = codegen("cartpole", "--solver-variants", "block:128:timed,block:staged:cached")["modules"]
     assert any(name.startswith("step_bodies_block_r128_timed") for name in modules), modules
     for stage in ("collide", "prepare", "solve", "velocity"):
-        assert any(name.startswith(f"step_bodies_{stage}_block_") for name in modules), modules
+        assert any(name.startswith(f"step_bodies_{stage}_block_cached_") for name in modules), modules
     assert any(name.startswith("begin_substeps_") for name in modules), modules
     assert any(name.startswith("end_substeps_") for name in modules), modules
 

@@ -54,7 +54,8 @@ COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET
 ``wide_sensors`` False, lidar, visibility and reach run as ``cast_lidar``, ``observe_visibility`` and
 ``find_reach_targets``, a thread per agent; with
 ``solver_layout`` "block", and on CUDA with the default "auto", the solver runs as ``step_bodies_block``, 32 lanes
-per world; with ``solver_staged``, as ``begin_substeps`` and four kernels a substep, ``solver_<stage>_<substep>``.)
+per world; with ``solver_staged``, as ``begin_substeps`` and four kernels a substep, ``solver_<stage>_<substep>``;
+``solver_cache`` keeps what the solver rewrites in a block's shared memory.)
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ import numpy as np
 import warp as wp
 
 import ecs
-from systems import physics, raycast
+from systems import physics, raycast, solver
 from systems.locking import LockType, Team
 
 from . import kernels
@@ -170,6 +171,7 @@ class HideAndSeekConfig:
     solver_registers: int | None = None  # CUDA: the solver's registers per thread capped (32..255; same results)
     solver_timing: bool = False  # count each solver stage's clock cycles in world.solver_cycles (same results)
     solver_staged: bool = False  # the solver as four kernels a substep (physics.PhysicsConfig.solver_staged; same)
+    solver_cache: bool = False  # CUDA: the solver keeps what it rewrites in shared memory (PhysicsConfig.solver_cache)
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
     fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)
@@ -214,9 +216,16 @@ class HideAndSeekConfig:
             raise ValueError(f"solver_layout must be one of {list(physics.SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
         if physics.solver_registers_problem(self.solver_registers):
             raise ValueError(f"solver_registers {physics.solver_registers_problem(self.solver_registers)}")
-        for name in ("solver_timing", "solver_staged"):
+        for name in ("solver_timing", "solver_staged", "solver_cache"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        bodies = 1 + self.max_walls + self.max_boxes + NUM_RAMPS + NUM_AGENTS
+        if self.solver_cache and (self.solver_layout == "world" or bodies > solver.CACHE_BODIES):
+            raise ValueError(
+                f"solver_cache keeps a world's bodies in its block's shared memory: it needs solver_layout 'auto' or "
+                f"'block' and at most {solver.CACHE_BODIES} bodies (the floor, max_walls, max_boxes, {NUM_RAMPS} ramps "
+                f"and {NUM_AGENTS} agents: {bodies}); got solver_layout={self.solver_layout!r}"
+            )
         if self.solver_timing and self.solver_staged:
             raise ValueError("solver_timing counts the stages of one solver kernel: set it or solver_staged, not both")
         if not 0 < self.view_cone_degrees <= 360:
@@ -546,6 +555,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         solver_registers=cfg.solver_registers,
         solver_timing=cfg.solver_timing,
         solver_staged=cfg.solver_staged,
+        solver_cache=cfg.solver_cache,
     )
     agent = ecs.Archetype(
         "agent",

@@ -158,26 +158,31 @@ def assert_same(a: dict[str, np.ndarray], b: dict[str, np.ndarray], label: str) 
         np.testing.assert_array_equal(a[column], b[column], err_msg=f"{label}: {column}")
 
 
-def scene_sim(name: str, layout: str, staged: bool = False) -> ecs.BatchSim:
+def scene_sim(name: str, layout: str, staged: bool = False, cached: bool = False, max_bodies: int = 16) -> ecs.BatchSim:
     # Two worlds with the same scene: the lanes of each block must keep to their own world.
-    cfg = PhysicsConfig(max_bodies=16, solver_layout=layout, solver_staged=staged)
+    cfg = PhysicsConfig(max_bodies=max_bodies, solver_layout=layout, solver_staged=staged, solver_cache=cached)
     return scene.build(SCENES[name](), cfg, num_worlds=2)
 
 
 @pytest.mark.parametrize("name", list(SCENES))
 def test_the_block_layout_gives_the_world_layout_result_on_scenes(cpu_blocks, name):
-    """The block kernel, and the staged kernels of either layout (their work in four launches a substep)."""
+    """The block kernel, the staged kernels of either layout (their work in four launches a substep), and the
+    block's kernels with their cache (``solver_cache``), whole and staged."""
     world, block = scene_sim(name, "world"), scene_sim(name, "block")
     staged = {layout: scene_sim(name, layout, staged=True) for layout in ("world", "block")}
+    cached = {"whole": scene_sim(name, "block", cached=True), "staged": scene_sim(name, "block", True, True)}
     assert [solver_lanes(s) for s in (world, block, staged["world"], staged["block"])] == [1, SOLVER_LANES] * 2
+    assert {solver_lanes(s) for s in cached.values()} == {SOLVER_LANES}
     manifolds = 0
     for step in range(45):
-        for sim in (world, block, *staged.values()):
+        for sim in (world, block, *staged.values(), *cached.values()):
             sim.step()
         if step % 15 == 14:
             assert_same(state(world), state(block), f"{name}, step {step}")
             for layout, sim in staged.items():
                 assert_same(state(world), state(sim), f"{name}, {layout} staged, step {step}")
+            for kind, sim in cached.items():
+                assert_same(state(world), state(sim), f"{name}, block {kind} cached, step {step}")
         manifolds = max(manifolds, len(np.unique(world.tensor("contact", "contact_order").numpy()[0])))
     assert manifolds >= 3  # the scene has levels to solve
 
@@ -194,9 +199,9 @@ def test_the_block_layout_gives_the_world_layout_result_in_hide_and_seek(cpu_blo
     """Random moves, grabs (held joints) and locks, with the resets they bring; boxes that turn only about z
     (OpenAI's) and boxes that tilt. The block kernel captured, eager, and with CPU threads (it runs whole)."""
 
-    def make(layout: str, staged: bool = False, **options) -> ecs.BatchSim:
+    def make(layout: str, staged: bool = False, cached: bool = False, **options) -> ecs.BatchSim:
         spec = envs.make("hide_and_seek", prep_fraction=0.0, objects_turn_only_about_z=not tilting)
-        spec = physics.with_solver(spec, layout=layout, staged=staged)
+        spec = physics.with_solver(spec, layout=layout, staged=staged, cached=cached)
         return ecs.BatchSim(spec, 3, device="cpu", seed=3, **options)
 
     sims = {
@@ -207,8 +212,10 @@ def test_the_block_layout_gives_the_world_layout_result_in_hide_and_seek(cpu_blo
         "block staged": make("block", staged=True),
         "block staged threads": make("block", staged=True, cpu_threads=2),
         "world staged": make("world", staged=True),
+        "block cached threads": make("block", cached=True, cpu_threads=2),
+        "block staged cached": make("block", staged=True, cached=True),
     }
-    assert [solver_lanes(s) for s in sims.values()] == [1] + [SOLVER_LANES] * 5 + [1]
+    assert [solver_lanes(s) for s in sims.values()] == [1] + [SOLVER_LANES] * 5 + [1] + [SOLVER_LANES] * 2
     gens = {label: torch.Generator().manual_seed(5) for label in sims}
     held = 0
     for step in range(30):
@@ -303,6 +310,66 @@ def test_the_layout_is_a_config_choice():
         physics.with_solver(envs.make("hide_and_seek"), layout="world", registers=8)
     with pytest.raises(ecs.ConfigError, match=r"solver_registers must be None or an int in \[32, 255\]"):
         envs.make("hide_and_seek", solver_registers=300)
+
+
+def test_the_cache_holds_the_most_bodies_and_contacts_it_takes(cpu_blocks):
+    """A world's cache filled to the last row: ``CACHE_BODIES`` body rows (a heap of 12 bodies, the rest dead) and
+    ``CACHE_CONTACTS`` contact rows, the block whole and staged against a thread per world at the same sizes."""
+    cfg = PhysicsConfig(max_bodies=solver.CACHE_BODIES, max_contacts=solver.CACHE_CONTACTS)
+    sims = {
+        label: scene.build(SCENES["heap 1"](), replace(cfg, **kw), num_worlds=3)
+        for label, kw in {
+            "world": dict(solver_layout="world"),
+            "block cached": dict(solver_layout="block", solver_cache=True),
+            "block staged cached": dict(solver_layout="block", solver_cache=True, solver_staged=True),
+        }.items()
+    }
+    for sim in sims.values():
+        assert sim.tensor("body", "position").shape[1] == solver.CACHE_BODIES
+    for step in range(40):
+        for sim in sims.values():
+            sim.step()
+        if step % 20 == 19:
+            for label, sim in sims.items():
+                assert_same(state(sims["world"]), state(sim), f"{label}, step {step}")
+
+
+def test_the_cache_is_a_config_choice_for_tables_that_fit_it():
+    """``solver_cache``: the block's kernels with the cache ("auto": only the CUDA build, a block); a thread per world
+    has none (its block holds many worlds), and tables larger than the cache are refused, with what fits."""
+    from ecs.graph import TaskGraph
+
+    collide = [s for s in physics.systems(PhysicsConfig(solver_layout="block", solver_cache=True))]
+    assert [s.name for s in collide if s.phase == ecs.Phase.COLLIDE] == ["step_bodies_block_cached"]
+    staged = physics.systems(PhysicsConfig(solver_layout="block", solver_cache=True, solver_staged=True))
+    assert {s.fn.key for s in staged if s.name.startswith("solver_")} == {
+        f"step_bodies_{stage}_block_cached" for stage in solver.STAGED
+    }
+    spec = envs.make("hide_and_seek", solver_cache=True, max_episode_steps=8)
+    sim = ecs.BatchSim(spec, 2, device="cpu", seed=0)
+    for is_cpu, key in ((True, "step_bodies"), (False, "step_bodies_block_cached")):
+        graph = TaskGraph(spec.systems, sim.storage.layout, device_is_cpu=is_cpu, env_name=spec.name)
+        assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.COLLIDE] == [key]
+    with pytest.raises(ecs.ConfigError, match=r"solver_cache keeps a world's columns in its block's shared memory"):
+        PhysicsConfig(solver_layout="world", solver_cache=True)
+    for sizes in (dict(max_bodies=solver.CACHE_BODIES + 1), dict(max_contacts=solver.CACHE_CONTACTS + 1)):
+        with pytest.raises(ecs.ConfigError, match=r"solver_cache holds at most 64 bodies and 256 contacts per world"):
+            PhysicsConfig(solver_cache=True, **sizes)
+    with pytest.raises(ecs.ConfigError, match=r"solver_cache must be True or False, got 1"):
+        PhysicsConfig(solver_cache=1)
+    with pytest.raises(ecs.ConfigError, match=r"solver_cache needs max_bodies= and max_contacts="):
+        physics.solver_systems("block", cached=True)
+    with pytest.raises(ecs.ConfigError, match=r"it needs solver_layout 'block' or 'auto', not 'world'"):
+        physics.with_solver(envs.make("hide_and_seek"), layout="world", cached=True)
+    big = envs.make("hide_and_seek", max_walls=60)  # 78 bodies a world
+    with pytest.raises(ecs.ConfigError, match=r"got max_bodies=78, max_contacts=256"):
+        physics.with_solver(big, layout="block", cached=True)
+    with pytest.raises(
+        ValueError, match=r"at most 64 bodies \(the floor, max_walls, max_boxes, 2 ramps and 6 agents: 78\)"
+    ):
+        envs.make("hide_and_seek", max_walls=60, solver_cache=True)
+    with pytest.raises(ValueError, match=r"cached=True needs block=True"):
+        solver.step_kernel(False, cached=True)
 
 
 def test_a_staged_solver_is_four_launches_a_substep():
