@@ -237,23 +237,21 @@ def stage_solver(args: argparse.Namespace) -> dict:
     wp.config.enable_cpu_blocks = True
     counts = [4] if args.quick else [1024, 16384, 65536, 262144]
     steps, repeats, window = (3, 2, None) if args.quick else (30, 3, 1.0)
-    # (layout, registers per thread, worlds interleaved, world counts), in the order a short lease should
-    # measure them: the block of lanes per world (the CUDA default) at every count and where its time goes,
-    # then a thread per world at the smallest count (the reference its state must equal; on an H100,
-    # results/gpu/h100-2026-11-26, it was 1.8-12x slower than the block), then the block with the tables
-    # interleaved (BatchSim(interleave_worlds=True): a warp's lanes read adjacent addresses), not yet measured
-    # on a GPU, and with its registers capped. Staged (solver_staged: the work in four kernels a substep,
-    # solver.STAGED; offline, ptxas gives a block's 149-255 registers and at most 48 B of local memory where the
-    # whole block kernel holds 800 B) the block runs second, at every count, and its launches are profiled at 1k
-    # and 16k; a thread per world staged (113-255 registers, at most 80 B) runs at 16k and 64k, where it fills a GPU
-    # (at 256k a thread per world would take most of the stage's time). Cached (solver_cache: the body columns the
-    # solver rewrites and the contact impulses in the block's shared memory, 11 KB; offline, ptxas gives the whole
-    # block 640 B of stack where it had 800 B, and every staged kernel but solve, 8 B of spills, none) after each.
+    # In the order a short lease should measure them: the block of lanes per world (the CUDA default) at every
+    # count, then with its cache (solver_cache: the body columns the solver rewrites and the contact impulses in
+    # 11 KB of the block's shared memory; offline, ptxas gives the whole block kernel 640 B of stack and 796 B of
+    # spill loads against 800 B and 1,552 B); staged (solver_staged: the work in four kernels a substep,
+    # solver.STAGED, each with at most 48 B of local memory), without and with the cache, at 1k to 64k; where
+    # the block's time goes (its stage shares, and the staged launches profiled, at 1k and 16k); a thread per
+    # world at the smallest count (the reference every state must equal; on an H100, results/gpu/h100-2026-11-26,
+    # 1.8-12x slower than the block), staged at 16k and 64k, where it fills a GPU (at 256k it would take most of
+    # the stage's time); then the block with the tables interleaved (BatchSim(interleave_worlds=True): a warp's
+    # lanes read adjacent addresses) and with its registers capped.
     # (layout, registers per thread, worlds interleaved, staged, cached, world counts)
     variants = [
         ("block", None, False, False, False, counts),
         ("block", None, False, False, True, counts),
-        ("block", None, False, True, False, counts),
+        ("block", None, False, True, False, counts[:3]),
         ("block", None, False, True, True, counts[:3]),
         ("world", None, False, False, False, counts[:1]),
         ("world", None, False, True, False, counts[1:3] or counts),
