@@ -83,9 +83,9 @@ class PhysicsConfig:
     # solve, velocity), each holding less than the whole kernel, and end_substeps; the profiler times each. The same
     # results.
     solver_staged: bool = False
-    # The solver's kernels keep the body columns they rewrite (poses, velocities, the level solve's sums) and the
-    # contact impulses in a cache of each world's own while they run (solver.CACHE_COLUMNS: a block's shared memory
-    # on CUDA, up to solver.CACHE_BODIES bodies and solver.CACHE_CONTACTS contacts), rather than in the tables. The
+    # The solver's kernels keep a world's hot columns (poses, velocities, the level solve's sums, the contact rows in
+    # use and their impulses) in a cache of its own while they run (solver.CACHE_COLUMNS: a block's shared memory on
+    # CUDA, up to solver.CACHE_BODIES bodies and solver.CACHE_CONTACTS contacts), rather than in the tables. The
     # same results.
     solver_cache: bool = False
     # CUDA: at most this many registers per thread of the solver (32..255; None: the compiler's choice). A cap

@@ -80,11 +80,11 @@ and in ``SolverCounts``. A GPU thread of one stage holds only what that stage ne
 keeps more than 48 B (a block) or 80 B (a thread per world) of local memory where the whole kernels keep 800 B
 and 648 B.
 
-With a cache (``PhysicsConfig.solver_cache``, ``step_kernel(cached=True)``), the block's kernels keep the columns
-that the solver rewrites over and over (``CACHE_COLUMNS``: poses, velocities, the level solve's sums, the contact
-impulses) in a cache of the world's own while they run: the block's shared memory on CUDA, a heap buffer on CPU.
-Each launch reads them in at its start and writes them back at its end, so the tables hold the same values
-between launches, and the result is the same bit for bit.
+With a cache (``PhysicsConfig.solver_cache``, ``step_kernel(cached=True)``), the block's kernels keep a world's
+hot columns (``CACHE_COLUMNS``: poses, velocities, the level solve's sums, the contact rows and their impulses) in
+a cache of its own while they run: the block's shared memory on CUDA, a heap buffer on CPU. Each launch reads in
+every body row and the contact rows in use at its start and writes back, at its end, those and the rows it added,
+so the tables hold the same values between launches, and the result is the same bit for bit.
 """
 
 from __future__ import annotations
@@ -1813,6 +1813,12 @@ CACHE_COLUMNS = (
     ("split_turn", "vec3", "bodies"),
     ("contact_impulse", "float", "contacts"),
     ("contact_friction", "vec3", "contacts"),
+    ("contact_body_a", "int", "contacts"),
+    ("contact_body_b", "int", "contacts"),
+    ("contact_normal", "vec3", "contacts"),
+    ("contact_offset_a", "vec3", "contacts"),
+    ("contact_offset_b", "vec3", "contacts"),
+    ("contact_depth", "float", "contacts"),
 )
 _CACHE_TYPES = {"vec3": ("wp::vec3", 12), "quat": ("wp::quat", 16), "float": ("float", 4), "int": ("int", 4)}
 
@@ -1838,11 +1844,13 @@ CACHE_BYTES = sum((used + 15) // 16 * 16 for _start, used in _CACHE_PARTS.values
 
 
 @wp.func_native(
-    f"#if defined(__CUDA_ARCH__)\nreturn 0;\n#else\nreturn lane == 0 ? (uint64_t)malloc({CACHE_BYTES}) : 0;\n#endif\n"
+    "#if defined(__CUDA_ARCH__)\nreturn 0;\n#else\nif (lane != 0) return 0;\n"
+    f"void* p = malloc({CACHE_BYTES});\nmemset(p, 0xff, {CACHE_BYTES});\nreturn (uint64_t)p;\n#endif\n"
 )
 def cache_open(lane: int) -> wp.uint64:
-    """A world's cache on CPU: a buffer of ``CACHE_BYTES`` that lane 0 takes from the heap (0 on other lanes:
-    ``block_share_address`` hands it to them), given back by ``cache_close``. 0 on CUDA, where each element type
+    """A world's cache on CPU: a buffer of ``CACHE_BYTES`` that lane 0 takes from the heap, every byte 0xff (NaN, -1:
+    a row written back that was neither read in nor written shows up), 0 on other lanes (``block_share_address``
+    hands it to them), given back by ``cache_close``. 0 on CUDA, where each element type
     has a shared-memory array of the block's own (``cached_vec3`` ...)."""
     ...
 
@@ -1872,18 +1880,22 @@ def exchange(cache: wp.array2d(dtype=Any), table: wp.array2d(dtype=Any), world: 
 def exchange_cache(
     bodies: Bodies,
     splits: Splits,
+    c: Contacts,
     impulse: wp.array2d[wp.float32],
     friction: wp.array2d[wp.vec3],
     motion: SolverMotion,
     contacts: SolverContacts,
     world: int,
     nb: int,
+    rows: int,
+    impulse_rows: int,
     lane: int,
     lanes: int,
     back: bool,
 ):
-    """Reads the world's ``CACHE_COLUMNS`` from the tables into its cache (``bodies``, ``splits``, ``impulse`` and
-    ``friction`` viewing the cache), or ``back``, writes them out, on the block's lanes side by side."""
+    """Reads the world's ``CACHE_COLUMNS`` from the tables into its cache (``bodies``, ``splits``, ``c``, ``impulse``
+    and ``friction`` viewing the cache), or ``back``, writes them out, on the block's lanes side by side: every body
+    row, the first ``rows`` contact rows and the first ``impulse_rows`` rows of the impulses (those in use)."""
     for i in range(lane, nb, lanes):
         exchange(bodies.position, motion.position, world, i, back)
         exchange(bodies.rotation, motion.rotation, world, i, back)
@@ -1894,7 +1906,14 @@ def exchange_cache(
         exchange(splits.count, motion.split_count, world, i, back)
         exchange(splits.move, motion.split_move, world, i, back)
         exchange(splits.turn, motion.split_turn, world, i, back)
-    for k in range(lane, impulse.shape[1], lanes):
+    for k in range(lane, rows, lanes):
+        exchange(c.body_a, contacts.contact_body_a, world, k, back)
+        exchange(c.body_b, contacts.contact_body_b, world, k, back)
+        exchange(c.normal, contacts.contact_normal, world, k, back)
+        exchange(c.offset_a, contacts.contact_offset_a, world, k, back)
+        exchange(c.offset_b, contacts.contact_offset_b, world, k, back)
+        exchange(c.depth, contacts.contact_depth, world, k, back)
+    for k in range(lane, impulse_rows, lanes):
         exchange(impulse, contacts.contact_impulse, world, k, back)
         exchange(friction, contacts.contact_friction, world, k, back)
 
@@ -2164,6 +2183,8 @@ def _step_kernel(
 
         nb = body_in.alive.shape[1]
         cache = wp.uint64(0)
+        rows_out = wp.int32(0)  # the cache's contact rows to write back (``cached``)
+        impulse_rows_out = wp.int32(0)
         if wp.static(cached):
             # Always the cache, never the tables where it is too small (a merge of the two would address both as
             # generic memory): physics.solver_systems(cached=True) refuses such tables, and this guard keeps a
@@ -2186,9 +2207,35 @@ def _step_kernel(
             splits.turn = cached_vec3(cache, wp.static(CACHE_AT["split_turn"]), worlds, nb)
             impulse = cached_float(cache, wp.static(CACHE_AT["contact_impulse"]), worlds, rows)
             friction = cached_vec3(cache, wp.static(CACHE_AT["contact_friction"]), worlds, rows)
+            c.body_a = cached_int(cache, wp.static(CACHE_AT["contact_body_a"]), worlds, rows)
+            c.body_b = cached_int(cache, wp.static(CACHE_AT["contact_body_b"]), worlds, rows)
+            c.normal = cached_vec3(cache, wp.static(CACHE_AT["contact_normal"]), worlds, rows)
+            c.offset_a = cached_vec3(cache, wp.static(CACHE_AT["contact_offset_a"]), worlds, rows)
+            c.offset_b = cached_vec3(cache, wp.static(CACHE_AT["contact_offset_b"]), worlds, rows)
+            c.depth = cached_float(cache, wp.static(CACHE_AT["contact_depth"]), worlds, rows)
             poses.position = bodies.position
             poses.rotation = bodies.rotation
-            exchange_cache(bodies, splits, impulse, friction, body_out, contact_out, world, nb, lane, lanes, False)
+            # The rows in use: read in now, written back as far as the narrowphase (contacts) and the warm start
+            # (impulses) wrote rows since.
+            rows_in = wp.min(world_contact_count_out[world], rows)
+            rows_out = rows_in
+            impulse_rows_out = rows_in
+            exchange_cache(
+                bodies,
+                splits,
+                c,
+                impulse,
+                friction,
+                body_out,
+                contact_out,
+                world,
+                nb,
+                rows_in,
+                rows_in,
+                lane,
+                lanes,
+                False,
+            )
             if wp.static(block):
                 block_sync()
         h = physics_dt / float(physics_substeps)
@@ -2244,6 +2291,8 @@ def _step_kernel(
                     )
                 if wp.static(block):
                     block_sync()
+                if wp.static(cached):
+                    rows_out = wp.max(rows_out, world_contact_count_out[world])
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 1, clock)
             if wp.static(whole or stage == "prepare"):
@@ -2267,23 +2316,23 @@ def _step_kernel(
                     clock = lap(world_solver_cycles_out, world, lane, 2, clock)
                 count = world_contact_count_out[world]
                 for k in range(lane, count, lanes):
-                    a = contact_out.contact_body_a[world, k]
-                    b = contact_out.contact_body_b[world, k]
+                    a = c.body_a[world, k]
+                    b = c.body_b[world, k]
                     qa = bodies.rotation[world, a]
                     qb = bodies.rotation[world, b]
-                    n = contact_out.contact_normal[world, k]
+                    n = c.normal[world, k]
                     rot_a = wp.quat_to_matrix(qa)
                     rot_b = wp.quat_to_matrix(qb)
                     start_a = wp.quat_to_matrix(bodies.prev_rotation[world, a])
                     start_b = wp.quat_to_matrix(bodies.prev_rotation[world, b])
                     ra = facing_arm(
-                        rot_a * contact_out.contact_offset_a[world, k],
+                        rot_a * c.offset_a[world, k],
                         rot_a,
                         start_a,
                         n * round_radius(poses, world, a),
                     )
                     rb = facing_arm(
-                        rot_b * contact_out.contact_offset_b[world, k],
+                        rot_b * c.offset_b[world, k],
                         rot_b,
                         start_b,
                         -n * round_radius(poses, world, b),
@@ -2339,6 +2388,8 @@ def _step_kernel(
                     block_sync()
                 else:
                     apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
+                if wp.static(cached):
+                    impulse_rows_out = wp.max(impulse_rows_out, count)
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 4, clock)
                 if wp.static(not whole):  # noqa: SIM102 (a static branch: compiled only into the staged kernels)
@@ -2423,8 +2474,8 @@ def _step_kernel(
                                     k,
                                     manifold_end(c, world, k, count),
                                     up,
-                                    round_radius(poses, world, contact_out.contact_body_a[world, k]),
-                                    round_radius(poses, world, contact_out.contact_body_b[world, k]),
+                                    round_radius(poses, world, c.body_a[world, k]),
+                                    round_radius(poses, world, c.body_b[world, k]),
                                 )
                         if wp.static(block):
                             block_sync()
@@ -2469,8 +2520,8 @@ def _step_kernel(
                                 manifold_end(c, world, r, e),
                                 h,
                                 gravity,
-                                round_radius(poses, world, contact_out.contact_body_a[world, r]),
-                                round_radius(poses, world, contact_out.contact_body_b[world, r]),
+                                round_radius(poses, world, c.body_a[world, r]),
+                                round_radius(poses, world, c.body_b[world, r]),
                             )
                     if wp.static(block):
                         block_sync()
@@ -2484,7 +2535,22 @@ def _step_kernel(
         if wp.static(cached):
             if wp.static(block):
                 block_sync()
-            exchange_cache(bodies, splits, impulse, friction, body_out, contact_out, world, nb, lane, lanes, True)
+            exchange_cache(
+                bodies,
+                splits,
+                c,
+                impulse,
+                friction,
+                body_out,
+                contact_out,
+                world,
+                nb,
+                rows_out,
+                impulse_rows_out,
+                lane,
+                lanes,
+                True,
+            )
             if wp.static(block):
                 block_sync()
             cache_close(cache, lane)

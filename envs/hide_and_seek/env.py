@@ -171,7 +171,7 @@ class HideAndSeekConfig:
     solver_registers: int | None = None  # CUDA: the solver's registers per thread capped (32..255; same results)
     solver_timing: bool = False  # count each solver stage's clock cycles in world.solver_cycles (same results)
     solver_staged: bool = False  # the solver as four kernels a substep (physics.PhysicsConfig.solver_staged; same)
-    solver_cache: bool = False  # CUDA: the solver keeps what it rewrites in shared memory (PhysicsConfig.solver_cache)
+    solver_cache: bool = False  # CUDA: a world's hot solver columns in shared memory (PhysicsConfig.solver_cache)
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
     fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)

@@ -314,13 +314,17 @@ def test_the_layout_is_a_config_choice():
 
 def test_the_cache_holds_the_most_bodies_and_contacts_it_takes(cpu_blocks):
     """A world's cache filled to the last row: ``CACHE_BODIES`` body rows (a heap of 12 bodies, the rest dead) and
-    ``CACHE_CONTACTS`` contact rows, the block whole and staged against a thread per world at the same sizes."""
+    ``CACHE_CONTACTS`` contact rows, the block whole and staged against a thread per world at the same sizes. The
+    cached columns, every row of them, equal the block's without a cache: the rows the cache writes back are the
+    ones it read in or wrote (on CPU it starts as 0xff bytes, NaN or -1, so a row written back unread shows up)."""
     cfg = PhysicsConfig(max_bodies=solver.CACHE_BODIES, max_contacts=solver.CACHE_CONTACTS)
     sims = {
         label: scene.build(SCENES["heap 1"](), replace(cfg, **kw), num_worlds=3)
         for label, kw in {
             "world": dict(solver_layout="world"),
+            "block": dict(solver_layout="block"),
             "block cached": dict(solver_layout="block", solver_cache=True),
+            "block staged": dict(solver_layout="block", solver_staged=True),
             "block staged cached": dict(solver_layout="block", solver_cache=True, solver_staged=True),
         }.items()
     }
@@ -332,6 +336,14 @@ def test_the_cache_holds_the_most_bodies_and_contacts_it_takes(cpu_blocks):
         if step % 20 == 19:
             for label, sim in sims.items():
                 assert_same(state(sims["world"]), state(sim), f"{label}, step {step}")
+            for kind in ("block", "block staged"):
+                for name, _size, rows in solver.CACHE_COLUMNS:
+                    table = "body" if rows == "bodies" else "contact"
+                    np.testing.assert_array_equal(
+                        sims[kind].tensor(table, name).numpy(),
+                        sims[f"{kind} cached"].tensor(table, name).numpy(),
+                        err_msg=f"{kind} cached, step {step}: {name}",
+                    )
 
 
 def test_the_cache_is_a_config_choice_for_tables_that_fit_it():
