@@ -239,7 +239,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
     steps, repeats, window = (3, 2, None) if args.quick else (30, 3, 1.0)
     # In the order a short lease should measure them: the block of lanes per world (the CUDA default) at every
     # count, then with its cache (solver_cache: a world's poses, velocities and contact rows in use in 23 KB of the
-    # block's shared memory; offline, ptxas gives the whole block kernel 544 B of stack against 800 B, and no
+    # block's shared memory; offline, ptxas gives the whole block kernel 544 B of stack against 792 B, and no
     # staged kernel spills); staged (solver_staged: the work in four kernels a substep,
     # solver.STAGED, each with at most 48 B of local memory), without and with the cache, at 1k to 64k; where
     # the block's time goes (its stage shares, and the staged launches profiled, at 1k and 16k); a thread per

@@ -67,8 +67,9 @@ manifold of a batch on a lane of its own; the corrections of the warm start and 
 summed by a lane per body, in the manifolds' order (``apply_warm_lanes``, ``apply_level_lanes``, from the
 ``ContactMoveA`` ... columns). The lanes also keep and prepare contact rows, integrate bodies and update
 velocities side by side, and meet at a block barrier between the stages, after every level and after
-every batch. The joints go in batches too (``joint_batch_end``). Lane 0 alone finds the levels
-(``find_levels``) and ends each batch of the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
+every batch. The joints go in batches too (``joint_batch_end``). Every lane walks the levels, and the lanes
+share each level's check for a body that two of its manifolds move (``find_levels_lanes``); lane 0 alone ends
+each batch of the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
 (``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world. Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
 block keeps a world's latency down where few worlds run; a thread per world fills a GPU with worlds.
 
@@ -620,10 +621,11 @@ def order_manifolds(
 
 @wp.func
 def level_shares_a_body(
-    bodies: Bodies, c: Contacts, order: wp.array2d[wp.int32], world: int, first: int, last: int
+    bodies: Bodies, c: Contacts, order: wp.array2d[wp.int32], world: int, first: int, last: int, lane: int, lanes: int
 ) -> bool:
-    """Whether two manifolds of ``order[first:last]`` move one body (static and locked ones do not move)."""
-    for m in range(first, last):
+    """Whether a manifold of ``order[first + lane:last:lanes]`` moves a body (static and locked ones do not move) that
+    a manifold after it in ``order[:last]`` moves: over the block's lanes, whether two manifolds of the level do."""
+    for m in range(first + lane, last, lanes):
         k = order[world, m]
         for other in range(m + 1, last):
             j = order[world, other]
@@ -644,9 +646,12 @@ def next_level(
     world: int,
     first: int,
     manifolds: int,
+    lane: int,
+    lanes: int,
 ):
     """The level that starts at ``order[first]``: the end of the manifolds within ``LEVEL_GAP`` of its
-    height, and whether two of them move one body (it is then solved by Jacobi steps, ``solve_level``)."""
+    height, and whether two of them move one body (it is then solved by Jacobi steps, ``solve_level``; on lane
+    ``lane`` of ``lanes``, whether its share of the manifolds does, ``level_shares_a_body``)."""
     end = first + 1
     while end < manifolds:
         if height[world, end] - height[world, first] > LEVEL_GAP:
@@ -654,7 +659,7 @@ def next_level(
         end += 1
     shared = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
     if end - first > 1:
-        shared = level_shares_a_body(bodies, c, order, world, first, end)
+        shared = level_shares_a_body(bodies, c, order, world, first, end, lane, lanes)
     return end, shared
 
 
@@ -672,8 +677,37 @@ def find_levels(
     found once per substep for the warm start and every pass."""
     first = wp.int32(0)
     while first < manifolds:
-        end, shared = next_level(bodies, c, order, height, world, first, manifolds)
+        end, shared = next_level(bodies, c, order, height, world, first, manifolds, 0, 1)
         levels[world, first] = end * 2 + wp.where(shared, 1, 0)
+        first = end
+
+
+@wp.func
+def block_any(flag: bool) -> bool:
+    """Whether ``flag`` holds on any lane of the block, on every lane (a tile reduction)."""
+    return wp.tile_max(wp.tile(wp.where(flag, 1, 0)))[0] > 0
+
+
+@wp.func
+def find_levels_lanes(
+    bodies: Bodies,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    height: wp.array2d[wp.float32],
+    levels: wp.array2d[wp.int32],
+    world: int,
+    manifolds: int,
+    lane: int,
+    lanes: int,
+):
+    """``find_levels`` on the block's lanes: every lane walks the levels, the lanes share each level's check for a
+    body moved by two of its manifolds, and lane 0 writes the level."""
+    first = wp.int32(0)
+    while first < manifolds:
+        end, mine = next_level(bodies, c, order, height, world, first, manifolds, lane, lanes)
+        shared = block_any(mine)
+        if lane == 0:
+            levels[world, first] = end * 2 + wp.where(shared, 1, 0)
         first = end
 
 
@@ -2086,8 +2120,8 @@ def _step_kernel(
     velocity pass (batches of manifolds that share no moving body, ``velocity_batch``) side by side, and meet at a
     block barrier between these stages, after every level and after every batch; a lane per body sums the
     corrections of the warm start and of the Jacobi steps in the manifolds' order; the joints go in batches
-    that move no body in common (``joint_batch_end``); lane 0 alone runs ``find_levels`` and ends the velocity
-    pass's batches. Every body,
+    that move no body in common (``joint_batch_end``); the lanes share each level's check for a body moved by two
+    of its manifolds (``find_levels_lanes``); lane 0 alone ends the velocity pass's batches. Every body,
     contact row and manifold gets the same arithmetic on the same values as on one thread, so both kernels
     give the same result bit for bit.
 
@@ -2354,10 +2388,17 @@ def _step_kernel(
                         lane,
                         lanes,
                     )
-                    if lane == 0:
-                        find_levels(
-                            bodies, c, order, contact_out.contact_height, contact_out.contact_level, world, manifolds
-                        )
+                    find_levels_lanes(
+                        bodies,
+                        c,
+                        order,
+                        contact_out.contact_height,
+                        contact_out.contact_level,
+                        world,
+                        manifolds,
+                        lane,
+                        lanes,
+                    )
                     block_sync()
                 else:
                     manifolds = order_manifolds(bodies, c, order, contact_out.contact_height, world, count, gravity)

@@ -5,8 +5,8 @@ The lanes keep and prepare contact rows, integrate bodies, warm-start manifolds,
 level side by side (each its own where no body is moved by two of them, else their Jacobi corrections) and
 update velocities; they collide a pair each into stages of their own and copy the rows into the table in
 the serial order, rank the manifolds by height, sum each body's corrections and run the velocity pass in
-batches of manifolds that move no body in common, and the joints in such batches too; lane 0 alone finds
-the levels and ends the velocity pass's batches. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
+batches of manifolds that move no body in common, and the joints in such batches too; they share each
+level's check for a body moved by two of its manifolds; lane 0 alone ends the velocity pass's batches. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
 (``wp.config.enable_cpu_blocks``); the tests turn them on, so a barrier missing between two stages shows up
 as a different result. Scenes: stacks listed bottom first, top first and interleaved, with and without
 offsets; the 10-cube pyramid in several orders (its levels share cubes: Jacobi steps); heaps with static and
