@@ -14,14 +14,11 @@ settle, ``solver.SETTLED``):
 
 ``work / path`` bounds what the lanes can gain in the solve; ``path`` is the part no number of lanes shortens.
 Read from the tables as the last substep left them (its contact rows, manifold order and levels).
-
-    python -m systems.solver_depth --num-worlds 64 --steps 60   # hide-and-seek under random play, CPU
+``examples/benchmarks/solver_depth.py`` counts hide-and-seek's under random play.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 from typing import Any
 
 import numpy as np
@@ -85,38 +82,3 @@ def summary(rows: list[dict[str, float]]) -> dict[str, float]:
     out["path_p90"] = float(np.percentile([r["path"] for r in rows], 90))
     out["parallelism"] = float(np.mean([r["work"] / r["path"] for r in rows if r["path"] > 0] or [0.0]))
     return out
-
-
-def main() -> None:
-    import torch
-
-    import ecs
-    import envs
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num-worlds", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=60, help="steps of random play; sampled every 4th from 20 on")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", help="write the summary here")
-    args = parser.parse_args()
-    if args.num_worlds < 1 or args.steps < 21:
-        parser.error("--num-worlds must be >= 1 and --steps >= 21 (samples start at step 20)")
-    sim = ecs.BatchSim(envs.make("hide_and_seek"), args.num_worlds, device="cpu", seed=args.seed)
-    gen = torch.Generator().manual_seed(args.seed)
-    rows = []
-    for step in range(args.steps):
-        for key, a in sim.actions.items():
-            high = 11 if key == "move" else 2
-            a.copy_(torch.randint(0, high, tuple(a.shape), generator=gen, dtype=torch.int32))
-        sim.step()
-        if step >= 20 and step % 4 == 0:
-            rows += depth(sim)
-    result = summary(rows) | {"num_worlds": args.num_worlds, "samples": len(rows), "lanes": solver.SOLVER_LANES}
-    print(json.dumps(result, indent=1))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-
-
-if __name__ == "__main__":
-    main()

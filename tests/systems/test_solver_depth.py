@@ -92,10 +92,11 @@ def test_the_command_summarises_hide_and_seek(tmp_path):
     out = tmp_path / "depth.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "systems.solver_depth", "--num-worlds", "4", "--steps", "25", "--json", str(out)]
+    script = str(ROOT / "examples" / "benchmarks" / "solver_depth.py")
+    cmd = [sys.executable, script, "--num-worlds", "4", "--steps", "25", "--json", str(out)]
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert p.returncode == 0, p.stderr
     r = json.loads(out.read_text())
     assert r["samples"] == 8 and r["manifolds"] > 0 and 0 < r["path"] <= r["work"] and r["parallelism"] >= 1.0
-    bad = subprocess.run([*cmd[:3], "--steps", "5"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    bad = subprocess.run([*cmd[:2], "--steps", "5"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "--steps >= 21" in bad.stderr
