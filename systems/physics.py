@@ -20,8 +20,8 @@ The archetypes are ``body`` (every physical thing of a world, ``max_bodies`` row
 (fixed joints, ``max_joints`` rows). The systems are ``find_pairs`` (PHYSICS phase) and
 ``step_bodies`` (COLLIDE phase; ``step_bodies_block``, a block of lanes per world with the same
 results, where ``solver_layout`` is "block"; with ``solver_staged``, ``begin_substeps``, four kernels a substep
-and ``end_substeps``; with ``solver_cache``, the block's kernels keep what they rewrite in shared memory): they sit in two phases because the solver reads the
-pairs that the broadphase computes from the poses that the solver then changes. Env systems that set forces
+and ``end_substeps``; with ``solver_cache``, the block's kernels keep a world's hot columns in shared memory): they
+sit in two phases because the solver reads the pairs that the broadphase computes from the poses that the solver then changes. Env systems that set forces
 belong in ACT; systems that react to the new poses go after them (COLLIDE, registered later, or
 a later phase).
 
@@ -122,11 +122,8 @@ class PhysicsConfig:
         for name in ("solver_staged", "solver_cache"):
             if not isinstance(getattr(self, name), bool):
                 raise ecs.ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        cache_problem = self.solver_cache and solver_cache_problem(
-            self.solver_layout, self.max_bodies, self.max_contacts
-        )
-        if cache_problem:
-            raise ecs.ConfigError(cache_problem)
+        if self.solver_cache:
+            _check_cache(self.solver_layout, self.max_bodies, self.max_contacts)
         if self.solver_timing and self.solver_staged:
             raise ecs.ConfigError(
                 "solver_timing counts the stages of one solver kernel; the staged solver's kernels are timed by "
@@ -211,8 +208,6 @@ def solver_systems(
     (the profiler times each), and ``end_substeps`` (a thread per contact row). ``cached``: each kernel keeps the
     columns it rewrites in a cache of each world's own (``PhysicsConfig.solver_cache``), which needs the tables'
     ``max_bodies`` and ``max_contacts`` (rows per world) to fit it."""
-    if cached:
-        _check_cache(layout, max_bodies, max_contacts)
     if not staged:
         return [
             solver_system(
@@ -220,6 +215,8 @@ def solver_systems(
             )
         ]
     _check_solver_choice(layout, registers)
+    if cached:
+        _check_cache(layout, max_bodies, max_contacts)
     if timed:
         raise ecs.ConfigError("a staged solver is timed by the profiler: drop timed=True or staged=True")
     if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
@@ -247,26 +244,21 @@ def solver_systems(
 
 
 def _check_cache(layout: str, max_bodies: int | None, max_contacts: int | None) -> None:
-    problem = solver_cache_problem(layout, max_bodies, max_contacts)
-    if problem:
-        raise ecs.ConfigError(problem)
-
-
-def solver_cache_problem(layout: str, max_bodies: int | None, max_contacts: int | None) -> str | None:
-    """Why the solver cannot keep a world's columns in a cache of its own (``solver_cache``), or None."""
+    """Refuses a solver cache (``solver_cache``) that a thread per world or tables of these sizes cannot have."""
     if layout == "world":
-        return (
+        raise ecs.ConfigError(
             "solver_cache keeps a world's columns in its block's shared memory: it needs solver_layout 'block' or "
             "'auto', not 'world'"
         )
     if max_bodies is None or max_contacts is None:
-        return "solver_cache needs max_bodies= and max_contacts= (rows per world) to check they fit the cache"
+        raise ecs.ConfigError(
+            "solver_cache needs max_bodies= and max_contacts= (rows per world) to check they fit the cache"
+        )
     if max_bodies > solver.CACHE_BODIES or max_contacts > solver.CACHE_CONTACTS:
-        return (
+        raise ecs.ConfigError(
             f"solver_cache holds at most {solver.CACHE_BODIES} bodies and {solver.CACHE_CONTACTS} contacts per world, "
             f"got max_bodies={max_bodies}, max_contacts={max_contacts}: lower them or set solver_cache=False"
         )
-    return None
 
 
 def solver_system(
@@ -313,9 +305,10 @@ def with_solver(
     staged: bool = False,
     cached: bool = False,
 ) -> ecs.EnvSpec:
-    """``spec`` with its solver's systems swapped for those of ``layout``, ``registers`` and ``staged`` (see
-    ``PhysicsConfig.solver_layout``, ``solver_registers`` and ``solver_staged``): to time them against each other,
-    or to check one against another, in an env that builds its own ``PhysicsConfig``."""
+    """``spec`` with its solver's systems swapped for those of ``layout``, ``registers``, ``staged`` and ``cached``
+    (see ``PhysicsConfig.solver_layout``, ``solver_registers``, ``solver_staged`` and ``solver_cache``; the cache is
+    checked against the spec's body and contact capacities): to time them against each other, or to check one
+    against another, in an env that builds its own ``PhysicsConfig``."""
     is_solver = [solver.is_step_kernel(getattr(s, "fn", None)) for s in spec.systems]
     if not any(is_solver):
         raise ecs.ConfigError(f"env {spec.name!r} has no solver system to lay out")

@@ -1830,8 +1830,8 @@ def block_share(value: int) -> int:
 
 # A world's cache (``PhysicsConfig.solver_cache``): the body and contact columns that the solver rewrites over
 # and over, kept where a block reaches them fastest while a kernel runs (shared memory on CUDA, a buffer of the
-# world's own on CPU), read in at the kernel's start and written back at its end. Columns of at most
-# CACHE_BODIES bodies and CACHE_CONTACTS contact rows fit; a world with more runs from the tables instead.
+# world's own on CPU), read in at the kernel's start and written back at its end. It holds CACHE_BODIES bodies and
+# CACHE_CONTACTS contact rows; physics.solver_systems refuses larger tables for it.
 CACHE_BODIES = 64
 CACHE_CONTACTS = 256
 # (column, element type, rows: "bodies" or "contacts"); the columns of one element type lie side by side.
@@ -1857,8 +1857,9 @@ CACHE_COLUMNS = (
 _CACHE_TYPES = {"vec3": ("wp::vec3", 12), "quat": ("wp::quat", 16), "float": ("float", 4), "int": ("int", 4)}
 
 
-def _cache_layout() -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
-    """Each column's byte offset within its element type's part of the cache, and each part's (start, bytes)."""
+def _cache_layout() -> tuple[dict[str, int], dict[str, tuple[int, int]], int]:
+    """Each column's byte offset within its element type's part of the cache, each part's (start, bytes), and the
+    cache's bytes (each part starts 16-byte aligned)."""
     at: dict[str, int] = {}
     parts: dict[str, tuple[int, int]] = {}
     start = 0
@@ -1870,11 +1871,10 @@ def _cache_layout() -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
                 used += size * (CACHE_BODIES if rows == "bodies" else CACHE_CONTACTS)
         parts[kind] = (start, used)
         start += (used + 15) // 16 * 16
-    return at, parts
+    return at, parts, start
 
 
-CACHE_AT, _CACHE_PARTS = _cache_layout()
-CACHE_BYTES = sum((used + 15) // 16 * 16 for _start, used in _CACHE_PARTS.values())
+CACHE_AT, _CACHE_PARTS, CACHE_BYTES = _cache_layout()
 
 
 @wp.func_native(
@@ -1884,8 +1884,8 @@ CACHE_BYTES = sum((used + 15) // 16 * 16 for _start, used in _CACHE_PARTS.values
 def cache_open(lane: int) -> wp.uint64:
     """A world's cache on CPU: a buffer of ``CACHE_BYTES`` that lane 0 takes from the heap, every byte 0xff (NaN, -1:
     a row written back that was neither read in nor written shows up), 0 on other lanes (``block_share_address``
-    hands it to them), given back by ``cache_close``. 0 on CUDA, where each element type
-    has a shared-memory array of the block's own (``cached_vec3`` ...)."""
+    hands it to them), given back by ``cache_close``. 0 on CUDA, where each element type has a shared-memory array
+    of the block's own (``cached_vec3`` ...)."""
     ...
 
 

@@ -219,7 +219,7 @@ class HideAndSeekConfig:
         for name in ("solver_timing", "solver_staged", "solver_cache"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        bodies = 1 + self.max_walls + self.max_boxes + NUM_RAMPS + NUM_AGENTS
+        bodies = self.body_rows
         if self.solver_cache and (self.solver_layout == "world" or bodies > solver.CACHE_BODIES):
             raise ValueError(
                 f"solver_cache keeps a world's bodies in its block's shared memory: it needs solver_layout 'auto' or "
@@ -265,6 +265,11 @@ class HideAndSeekConfig:
             x0, y0, x1, y1 = self.play_area
             if not (x0 < x1 and y0 < y1):
                 raise ValueError(f"play_area needs x_min < x_max and y_min < y_max, got {self.play_area}")
+
+    @property
+    def body_rows(self) -> int:
+        """Body rows per world: the floor, the walls, the boxes, the ramps and the agents."""
+        return 1 + self.max_walls + self.max_boxes + NUM_RAMPS + NUM_AGENTS
 
     @property
     def fixed(self) -> bool:
@@ -542,7 +547,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
     first_box_row = first_wall_row + cfg.max_walls
     first_ramp_row = first_box_row + cfg.max_boxes
     first_agent_row = first_ramp_row + NUM_RAMPS
-    max_bodies = first_agent_row + NUM_AGENTS
+    max_bodies = cfg.body_rows  # first_agent_row + NUM_AGENTS
     phys = physics.PhysicsConfig(
         physics_dt=cfg.physics_dt,
         physics_substeps=cfg.physics_substeps,

@@ -351,8 +351,8 @@ def test_the_cache_is_a_config_choice_for_tables_that_fit_it():
     has none (its block holds many worlds), and tables larger than the cache are refused, with what fits."""
     from ecs.graph import TaskGraph
 
-    collide = [s for s in physics.systems(PhysicsConfig(solver_layout="block", solver_cache=True))]
-    assert [s.name for s in collide if s.phase == ecs.Phase.COLLIDE] == ["step_bodies_block_cached"]
+    systems = physics.systems(PhysicsConfig(solver_layout="block", solver_cache=True))
+    assert [s.name for s in systems if s.phase == ecs.Phase.COLLIDE] == ["step_bodies_block_cached"]
     staged = physics.systems(PhysicsConfig(solver_layout="block", solver_cache=True, solver_staged=True))
     assert {s.fn.key for s in staged if s.name.startswith("solver_")} == {
         f"step_bodies_{stage}_block_cached" for stage in solver.STAGED
