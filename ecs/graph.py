@@ -115,8 +115,9 @@ class TaskGraph:
         for s in systems:
             if not isinstance(s, System):
                 raise GraphError(f"env {env_name!r}: systems must be ecs.System objects, got {s!r}")
-        # On CUDA a system with a ``cuda`` variant runs as that variant (same phase, same parameters).
-        systems = [s.on(device_is_cpu) for s in systems]
+        # On CUDA a system with a ``cuda`` variant runs as that variant (same phase, same parameters); a system
+        # for one kind of device only (``device``) runs only there.
+        systems = [s.on(device_is_cpu) for s in systems if s.runs_on(device_is_cpu)]
         # Phases first, registration order second (sorted() is stable).
         for s in sorted(systems, key=lambda s: int(s.phase)):
             self.tasks.extend(self._bind(s, device_is_cpu))

@@ -238,6 +238,10 @@ class System:
             device: the same phase and the same parameters, computing the same thing in another launch shape
             (say a block of lanes per world where the CPU build runs a thread per world). It must not itself
             have a ``cuda`` system.
+        device: "cpu" or "cuda": the system runs only in simulations built on that kind of device (None: on
+            both). A pair of such systems computes one thing in two ways, each where it is faster: say a
+            solver as one kernel on a CPU and as several smaller ones, each holding fewer registers, on a GPU.
+            Where the two differ only in launch shape, give one system a ``cuda`` variant instead.
     """
 
     def __init__(
@@ -250,6 +254,7 @@ class System:
         world_local: bool = False,
         block_dim: int | None = None,
         cuda: System | None = None,
+        device: str | None = None,
     ) -> None:
         if isinstance(fn, wp.Kernel):
             self.is_func = False
@@ -284,7 +289,16 @@ class System:
         self.accesses = [parse_param(p, t) for p, t in self.param_types.items()]
         if cuda is not None:
             _check_cuda_variant(self, cuda)
+        if device not in (None, "cpu", "cuda"):
+            raise GraphError(f"system {fn.key!r}: device must be None, 'cpu' or 'cuda', got {device!r}")
+        if device == "cpu" and cuda is not None:
+            raise GraphError(f"system {fn.key!r}: a system for the CPU only has no cuda= variant; drop one of them")
         self.cuda = cuda
+        self.device = device
+
+    def runs_on(self, device_is_cpu: bool) -> bool:
+        """Whether it runs in a simulation built on a CPU (``device_is_cpu``) or on a CUDA device (``device``)."""
+        return self.device is None or (self.device == "cpu") == device_is_cpu
 
     def on(self, device_is_cpu: bool) -> System:
         """The system that runs on a CPU (``device_is_cpu``) or a CUDA build: itself, or its ``cuda`` system."""
@@ -298,7 +312,8 @@ class System:
         return any(a.kind == AccessKind.COLUMN for a in self.accesses)
 
     def __repr__(self) -> str:
-        return f"System({self.name!r}, {self.phase.name})"
+        where = "" if self.device is None else f", {self.device} only"
+        return f"System({self.name!r}, {self.phase.name}{where})"
 
 
 def _check_cuda_variant(system: System, cuda: Any) -> None:
@@ -310,6 +325,8 @@ def _check_cuda_variant(system: System, cuda: Any) -> None:
         raise GraphError(f"{where}{cuda.name!r}: only raw-kernel systems have CUDA variants; drop cuda=")
     if cuda.cuda is not None:
         raise GraphError(f"{where}{cuda.name!r} has a cuda= system of its own; give the variant none")
+    if cuda.device is not None:
+        raise GraphError(f"{where}{cuda.name!r} is for one device only (device={cuda.device!r}); give the variant none")
     if cuda.phase != system.phase:
         raise GraphError(
             f"{where}{cuda.name!r} runs in {cuda.phase.name}, the system in {system.phase.name}; give both one phase"

@@ -1304,3 +1304,38 @@ def test_a_cuda_variant_runs_in_a_cuda_build_and_is_checked_when_made():
             ecs.System(reset_mark_nested, ecs.Phase.RESET, dim="world", cuda=variant)
     with pytest.raises(ecs.GraphError, match="only raw-kernel systems have CUDA variants"):
         ecs.System(count_mark, ecs.Phase.PHYSICS, cuda=cuda)
+
+
+def test_a_system_for_one_device_runs_only_in_builds_on_that_device():
+    """``System(device=...)``: a CPU-only and a CUDA-only system compute one thing in two ways (as the physics
+    solver runs whole on a CPU and staged on a GPU); each build binds only its own, and runs it."""
+    from ecs.graph import TaskGraph
+
+    cpu = ecs.System(reset_mark_nested, ecs.Phase.RESET, dim="world", device="cpu")
+    variant = ecs.System(reset_mark_early_return, ecs.Phase.RESET, dim="world")
+    cuda = ecs.System(reset_mark_ungated, ecs.Phase.RESET, dim="world", device="cuda", cuda=variant)
+    assert repr(cpu) == "System('reset_mark_nested', RESET, cpu only)"
+    assert cpu.runs_on(True) and not cpu.runs_on(False) and cuda.runs_on(False) and not cuda.runs_on(True)
+    for order in ((cpu, cuda), (cuda, cpu)):
+        env = _mark_env(reset_mark_nested)
+        env.systems = [*env.systems[:2], *order]
+        sim = ecs.BatchSim(env, 4, device="cpu")
+        assert [t.kernel.key for t in sim.graph.tasks if t.phase == ecs.Phase.RESET] == ["reset_mark_nested"]
+        np.testing.assert_array_equal(sim.tensor("world", "mark").numpy(), [100, 101, 102, 103])
+        sim.step()
+        sim.reset(torch.tensor([False, True, False, False]))
+        np.testing.assert_array_equal(sim.tensor("world", "mark").numpy(), [101, 101, 103, 104])
+        graph = TaskGraph(env.systems, sim.storage.layout, device_is_cpu=False, env_name=env.name)
+        # On CUDA the CUDA-only system runs, as its own cuda= variant where it has one.
+        assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.RESET] == ["reset_mark_early_return"]
+    with pytest.raises(ecs.GraphError, match=r"device must be None, 'cpu' or 'cuda', got 'gpu'"):
+        ecs.System(reset_mark_nested, ecs.Phase.RESET, dim="world", device="gpu")
+    with pytest.raises(ecs.GraphError, match=r"a system for the CPU only has no cuda= variant"):
+        ecs.System(reset_mark_nested, ecs.Phase.RESET, dim="world", device="cpu", cuda=variant)
+    with pytest.raises(ecs.GraphError, match=r"is for one device only \(device='cuda'\); give the variant none"):
+        ecs.System(
+            reset_mark_nested,
+            ecs.Phase.RESET,
+            dim="world",
+            cuda=ecs.System(reset_mark_early_return, ecs.Phase.RESET, dim="world", device="cuda"),
+        )
