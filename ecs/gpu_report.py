@@ -8,8 +8,8 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time with the solver a block of lanes per world (``solver_layout``, the CUDA default), whole at 1k..256k worlds and in four kernels a substep (``solver_staged``) at 1k..64k, each with and without its cache in shared memory (``solver_cache``); the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches); a thread per world at 1k (its stage shares too), whose state every variant must equal, and staged at 16k and 64k; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
-| ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared |
+| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default) at 1k..256k, staged at 1k..64k, whole with and without its cache at 1k..256k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches); a thread per world at 1k (its stage shares too), staged at 16k and 64k; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
+| ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared (``--hide-and-seek KEY=VALUE,...`` sets hide-and-seek's config here and in ``hide_and_seek``) |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
 | ``policy_step`` | a captured policy forward plus step (``ecs.adapters.PolicyStep``) against the two done separately |
@@ -158,7 +158,7 @@ def stage_identity(args: argparse.Namespace) -> dict:
     out = {}
     for env_name, worlds, extra in (
         ("cartpole", 64 if args.quick else 4096, {}),
-        ("hide_and_seek", 4 if args.quick else 256, {"max_episode_steps": 12 if args.quick else 40}),
+        ("hide_and_seek", 4 if args.quick else 256, {"max_episode_steps": 12 if args.quick else 40, **_hs(args)}),
     ):
         digests = []
         for attempt in range(2):
@@ -185,6 +185,25 @@ def stage_identity(args: argparse.Namespace) -> dict:
     return out
 
 
+def _pairs(text: str, what: str) -> dict[str, Any]:
+    """``KEY=VALUE,...`` with each value read as YAML (``true``, ``16``, ``block``): ``--hide-and-seek`` and
+    ``--limit``."""
+    import yaml
+
+    out = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"gpu-report: {what} takes KEY=VALUE,... got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _hs(args: argparse.Namespace) -> dict[str, Any]:
+    """The hide-and-seek config fields that ``--hide-and-seek`` sets for the identity and hide_and_seek stages."""
+    return _pairs(getattr(args, "hide_and_seek", "") or "", "--hide-and-seek")
+
+
 def stage_hide_and_seek(args: argparse.Namespace) -> dict:
     import torch
 
@@ -193,7 +212,8 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
     profile_worlds = counts[-1] if args.quick else 16384
     result: dict[str, Any] = {"throughput": [], "profile_num_worlds": profile_worlds}
     t0 = time.perf_counter()
-    sim = _sim("hide_and_seek", profile_worlds, args.device)
+    sim = _sim("hide_and_seek", profile_worlds, args.device, **_hs(args))
+    result["config"] = _hs(args)
     result["profile"] = str(sim.profile(5 if args.quick else 10))
     _say(f"hide_and_seek profile at {profile_worlds} worlds in {time.perf_counter() - t0:.1f} s")
     _partial(args, result)
@@ -203,7 +223,7 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
         for n in counts:
             t0 = time.perf_counter()
             try:
-                sim = _sim("hide_and_seek", n, args.device, wide_sensors=wide)
+                sim = _sim("hide_and_seek", n, args.device, **(_hs(args) | {"wide_sensors": wide}))
             except Exception as e:  # e.g. out of memory at the largest counts
                 rows.append({"num_worlds": n, "wide_sensors": wide, "error": f"{type(e).__name__}: {e}"[:300]})
                 _say(f"hide_and_seek {n} worlds wide={wide}: {rows[-1]['error']}")
@@ -237,37 +257,50 @@ def stage_solver(args: argparse.Namespace) -> dict:
     wp.config.enable_cpu_blocks = True
     counts = [4] if args.quick else [1024, 16384, 65536, 262144]
     steps, repeats, window = (3, 2, None) if args.quick else (30, 3, 1.0)
-    # In the order a short lease should measure them: the block of lanes per world (the CUDA default) at every
-    # count, then with its cache (solver_cache: a world's poses, velocities and contact rows in use in 23 KB of the
-    # block's shared memory; offline, ptxas gives the whole block kernel 544 B of stack against 792 B, and no
-    # staged kernel spills); staged (solver_staged: the work in four kernels a substep,
-    # solver.STAGED, each with at most 48 B of local memory), without and with the cache, at 1k to 64k; where
-    # the block's time goes (its stage shares, and the staged launches profiled, at 1k and 16k); a thread per
-    # world at the smallest count (the reference every state must equal; on an H100, results/gpu/h100-2026-11-26,
-    # 1.8-12x slower than the block), staged at 16k and 64k, where it fills a GPU (at 256k it would take most of
-    # the stage's time); then the block with the tables interleaved (BatchSim(interleave_worlds=True): a warp's
-    # lanes read adjacent addresses) and with its registers capped.
-    # (layout, registers per thread, worlds interleaved, staged, cached, world counts)
+    # In the order a short lease should measure them. First, every layout compiled without fused multiply-adds
+    # (solver_fma=False) at the smallest count: on CUDA the compiler fuses a multiply and an add wherever it can, in
+    # each kernel differently, so states with FMA agree across layouts only to rounding (on an H100, 2026-11-27, no
+    # two layouts gave the same bits after 5 steps); without, each must equal a thread per world's bit for bit, which
+    # shows the layouts compute the same thing on the GPU (no race between lanes, no stale cache row). The fastest
+    # form (staged and cached) without FMA at 16k and 64k, then with FMA at every count, prices it. Then the rest
+    # with FMA, the default: staged (solver_staged: four kernels a substep, solver.STAGED) without the cache; the
+    # block whole with and without its cache (solver_cache: a world's poses, velocities and contact rows in use in
+    # 23 KB of the block's shared memory) at every count; where the block's time goes (its stage shares, and the
+    # staged launches profiled, at 1k and 16k); a thread per world at the smallest count (on an H100 12x slower than
+    # the block whole, results/gpu/h100-2026-11-26), staged at 16k and 64k, where it fills a GPU; then the block with
+    # the tables interleaved (BatchSim(interleave_worlds=True): a warp's lanes read adjacent addresses) and with its
+    # registers capped.
+    # (layout, registers per thread, worlds interleaved, staged, cached, fma, world counts)
     variants = [
-        ("block", None, False, False, False, counts),
-        ("block", None, False, False, True, counts),
-        ("block", None, False, True, False, counts[:3]),
-        ("block", None, False, True, True, counts[:3]),
-        ("world", None, False, False, False, counts[:1]),
-        ("world", None, False, True, False, counts[1:3] or counts),
-        ("block", None, True, False, False, counts[:2]),
+        ("world", None, False, False, False, False, counts[:1]),
+        ("block", None, False, False, False, False, counts[:1]),
+        ("block", None, False, False, True, False, counts[:1]),
+        ("block", None, False, True, False, False, counts[:1]),
+        ("world", None, False, True, False, False, counts[:1]),
+        ("block", None, False, True, True, False, counts[:3]),
+        ("block", None, False, True, True, True, counts),
+        ("block", None, False, True, False, True, counts[:3]),
+        ("block", None, False, False, False, True, counts),
+        ("block", None, False, False, True, True, counts),
+        ("world", None, False, False, False, True, counts[:1]),
+        ("world", None, False, True, False, True, counts[1:3] or counts),
+        ("block", None, True, False, False, True, counts[:2]),
     ]
-    if not args.quick:
-        # Capped at 128 registers a lane spills more but an SM holds twice the warps: no gain on the H100 while a
-        # lane kept 1.5 KB of local memory; measured again now that it keeps half that.
-        variants.append(("block", 128, False, False, False, counts[:2]))
+    if args.quick:  # on CPU every kernel without FMA is another compile: the whole ones only
+        variants = [v for v in variants if v[5] or not (v[3] or v[4])]
+    else:
+        # Capped at 128 registers a lane spills more but an SM holds twice the warps: 5-20 % slower on the H100.
+        variants.append(("block", 128, False, False, False, True, counts[:2]))
+    if args.solver_forms:
+        variants = _solver_forms(args.solver_forms)
+        counts = sorted({n for v in variants for n in v[-1]})
     result: dict[str, Any] = {"rows": [], "identical": {}, "stages": [], "staged_profile": []}
     digests: dict[int, dict[str, list[str]]] = {n: {} for n in counts}
     scratch = {c.name for c in importlib.import_module("systems.solver").SCRATCH_COMPONENTS}
-    for layout, registers, interleave, staged, cached, variant_counts in variants:
+    for layout, registers, interleave, staged, cached, fma, variant_counts in variants:
         label = layout + ("" if registers is None else f", {registers} registers") + (", interleaved" * interleave)
-        label += ", staged" * staged + ", cached" * cached
-        if label == "world":
+        label += ", staged" * staged + ", cached" * cached + ", no FMA" * (not fma)
+        if label == "world" and not args.solver_forms:
             for n in counts[:2]:
                 result["stages"].append(_solver_stages(args, "block", n))
                 _partial(args, result)
@@ -294,6 +327,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
                     solver_registers=registers,
                     solver_staged=staged,
                     solver_cache=cached,
+                    solver_fma=fma,
                 )
             except Exception as e:  # e.g. out of memory at the largest counts
                 watchdog.cancel()
@@ -319,14 +353,14 @@ def stage_solver(args: argparse.Namespace) -> dict:
                 {"num_worlds": n, "layout": label, "us_per_step": per_step * 1e6, "env_steps_per_s": n / per_step}
             )
             _say(f"solver {label} {n} worlds: built in {built:.1f} s, {per_step * 1e6:.1f} us/step")
-            # Against a thread per world, or where none ran at this count, against the block (the same state as a
-            # thread per world's at the counts where both ran).
-            reference = next((r for r in ("world", "block") if r in digests[n]), None)
-            if reference is not None:
-                for other, digest in digests[n].items():
-                    if other != reference:
-                        result["identical"].setdefault(str(n), {})[other] = digest == digests[n][reference]
-                result["reference"] = result.get("reference", {}) | {str(n): reference}
+            # Without FMA against a thread per world without; with FMA against a thread per world, or where none
+            # ran at this count, against the block (on CPU all of them give the same state).
+            for other, digest in digests[n].items():
+                group = ("world, no FMA",) if other.endswith("no FMA") else ("world", "block")
+                reference = next((r for r in group if r in digests[n]), None)
+                if reference is not None and reference != other:
+                    result["identical"].setdefault(str(n), {})[other] = digest == digests[n][reference]
+                    result.setdefault("references", {}).setdefault(str(n), {})[other] = reference
             _partial(args, result)
             del sim
     return result
@@ -347,6 +381,34 @@ def _stepped_sim(args: argparse.Namespace, n: int, row: dict, **overrides: Any):
         sim.actions[key].copy_(value)
     sim.step()
     return sim
+
+
+def _solver_forms(text: str) -> list[tuple]:
+    """``--solver-forms``: ``LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved]@N[+N...]``, comma-separated,
+    as the solver stage's variants (layout, registers, interleaved, staged, cached, fma, world counts)."""
+    forms = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        form, sep, worlds = item.partition("@")
+        layout, *flags = form.split(":")
+        known = {"staged", "cached", "nofma", "interleaved"}
+        registers = [f for f in flags if f.isdigit()]
+        if (
+            not sep
+            or layout not in ("world", "block")
+            or set(flags) - known - set(registers)
+            or len(registers) > 1
+            or not all(w.isdigit() and int(w) > 0 for w in worlds.split("+"))
+        ):
+            raise SystemExit(
+                f"gpu-report: --solver-forms takes LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved]@N[+N...], "
+                f"LAYOUT world or block, got {item!r}"
+            )
+        counts = [int(w) for w in worlds.split("+")]
+        reg = int(registers[0]) if registers else None
+        forms.append(
+            (layout, reg, "interleaved" in flags, "staged" in flags, "cached" in flags, "nofma" not in flags, counts)
+        )
+    return forms
 
 
 def _solver_stages(args: argparse.Namespace, layout: str, n: int) -> dict:
@@ -758,11 +820,13 @@ def _write(out: str, report: dict) -> None:
             lines += ["", "```", result.get("profile", ""), "```"]
         elif name == "solver" and "rows" in result:
             lines += _rate_table(result["rows"], "layout", "solver layout")
-            references = {"world": "thread per world", "block": "block"}
-            lines += [
-                f"- {n} worlds: the same state as the {references[result.get('reference', {}).get(n, 'world')]}: {same}"
-                for n, same in result["identical"].items()
-            ]
+            for n, same in result["identical"].items():
+                references = result.get("references", {}).get(n, {})
+                lines += [
+                    f"- {n} worlds, {label}: {'the same state as' if ok else 'not the same state as'} "
+                    f"{references.get(label, 'world')} (5 steps, every body column)"
+                    for label, ok in same.items()
+                ]
             stage_rows = [r for r in result.get("stages", []) if "share" in r]
             if stage_rows:
                 names = list(stage_rows[0]["share"])
@@ -865,6 +929,29 @@ def main(argv: list[str] | None = None) -> int:
         default=120.0,
         help="solver stage: a variant that takes longer is recorded as hanging and ends the stage (default 120)",
     )
+    parser.add_argument(
+        "--hide-and-seek",
+        default="",
+        metavar="KEY=VALUE,...",
+        help="hide-and-seek config fields for the identity and hide_and_seek stages, e.g. "
+        "solver_staged=true,solver_cache=true (the solver stage's table says which is fastest)",
+    )
+    parser.add_argument(
+        "--limit",
+        default="",
+        metavar="STAGE=SECONDS,...",
+        help="a stage's own time limit, e.g. solver=150 (defaults: solver 360, tests and cartpole 300, "
+        "hide_and_seek and envs 240, the others 120)",
+    )
+    parser.add_argument(
+        "--solver-forms",
+        default="",
+        metavar="FORM@N[+N],...",
+        help="the solver stage times these forms instead of its own list, each "
+        "LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved]@N[+N...], e.g. "
+        "world:nofma@1024,block:staged:128:nofma@1024+16384 (a thread per world without FMA first makes the "
+        "others' states checked against it)",
+    )
     parser.add_argument("--stage", help=argparse.SUPPRESS)  # internal: run one stage in this process
     args = parser.parse_args(argv)
     if args.device is None:
@@ -883,6 +970,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(wanted) - set(STAGES))
     if unknown:
         parser.error(f"unknown stage(s) {unknown}; stages: {', '.join(STAGES)}")
+    _solver_forms(args.solver_forms)  # a bad form fails before any stage runs
+    fields = _hs(args)
+    if fields:  # a bad key or value fails here, with the config's own error, before any stage runs
+        import importlib
+
+        try:
+            importlib.import_module("envs").make("hide_and_seek", **fields)
+        except Exception as e:
+            parser.error(f"--hide-and-seek: {e}")
     path = os.path.join(args.out, "report.json")
     report = {"device": args.device, "stages": {}}
     if args.resume and os.path.exists(path):
@@ -891,6 +987,10 @@ def main(argv: list[str] | None = None) -> int:
         wanted = [s for s in wanted if report["stages"].get(s, {}).get("status") != "ok"]
     deadline = time.perf_counter() + args.budget_s
     limits = {"tests": 300, "cartpole": 300, "hide_and_seek": 240, "solver": 360, "envs": 240}
+    limits |= _pairs(args.limit, "--limit")
+    unknown = sorted(set(limits) - set(STAGES))
+    if unknown or not all(isinstance(v, int | float) and v > 0 for v in limits.values()):
+        parser.error(f"--limit takes STAGE=SECONDS with a stage of {', '.join(STAGES)}, got {args.limit!r}")
     for name in wanted:
         left = deadline - time.perf_counter()
         if left < 10:
@@ -898,7 +998,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         cmd = [sys.executable, "-m", "ecs.gpu_report", "--out", args.out, "--device", args.device, "--stage", name]
         cmd += ["--quick"] * args.quick + ["--force-tests"] * args.force_tests
-        cmd += ["--variant-timeout-s", str(args.variant_timeout_s)]
+        cmd += ["--variant-timeout-s", str(args.variant_timeout_s), "--hide-and-seek", args.hide_and_seek]
+        cmd += ["--solver-forms", args.solver_forms]
         log = os.path.join(args.out, "logs", f"{name}.log")
         os.makedirs(os.path.dirname(log), exist_ok=True)
         t0 = time.perf_counter()

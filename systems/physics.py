@@ -55,7 +55,11 @@ wp.set_module_options({"enable_backward": False})
 # bit), or "auto": a thread per world on CPU, a block per world on CUDA. On an H100 the block ran hide-and-seek's
 # step 12x as fast as a thread per world at 1,024 worlds and 1.8x at 65,536 (examples/benchmarks/results/gpu); on
 # CPU a block's lanes take turns on one core. PhysicsConfig.solver_staged splits either into four kernels per substep
-# (solver.STAGED), each with fewer registers per thread than the whole; the same result again.
+# (solver.STAGED), each with fewer registers per thread than the whole; the same result again. Its "auto" (the
+# default) runs them on CUDA and the whole kernel on CPU: on an H100 (results/gpu/h100-2026-11-27) the block staged
+# ran hide-and-seek 1.7x as fast as the block whole at 1,024 worlds and 2.2x at 16,384; on CPU staged ran 18 %
+# slower than whole (256 worlds, one process side by side). PhysicsConfig.solver_cache "auto" (the default) keeps
+# the block's cache on CUDA wherever the tables fit it (1.1x again at 1,024 worlds staged, 1.2x whole), not on CPU.
 SOLVER_LAYOUTS = ("auto", "world", "block")
 
 
@@ -82,12 +86,16 @@ class PhysicsConfig:
     # The solver of solver_layout as begin_substeps, four kernels per substep (solver.STAGED: collide, prepare,
     # solve, velocity), each holding less than the whole kernel, and end_substeps; the profiler times each. The same
     # results.
-    solver_staged: bool = False
+    solver_staged: bool | str = "auto"  # True, False or "auto": staged on CUDA, whole on CPU
     # The solver's kernels keep a world's hot columns (poses, velocities, the level solve's sums, the contact rows in
     # use and their impulses) in a cache of its own while they run (solver.CACHE_COLUMNS: a block's shared memory on
     # CUDA, up to solver.CACHE_BODIES bodies and solver.CACHE_CONTACTS contacts), rather than in the tables. The
-    # same results.
-    solver_cache: bool = False
+    # same results. True, False or "auto": on CUDA, where the layout is a block's and the tables fit the cache.
+    solver_cache: bool | str = "auto"
+    # False: the solver's kernels compile without fused multiply-adds (Warp's fuse_fp), so that on CUDA every layout,
+    # staged or whole, cached or not, leaves the same state bit for bit, as they do on CPU (with them each kernel
+    # rounds where its compiler fused, and the states agree only to rounding).
+    solver_fma: bool = True
     # CUDA: at most this many registers per thread of the solver (32..255; None: the compiler's choice). A cap
     # spills to local memory but fits more threads on an SM; the same result bit for bit on CPU.
     solver_registers: int | None = None
@@ -120,15 +128,22 @@ class PhysicsConfig:
         if not isinstance(self.solver_timing, bool):
             raise ecs.ConfigError(f"solver_timing must be True or False, got {self.solver_timing!r}")
         for name in ("solver_staged", "solver_cache"):
-            if not isinstance(getattr(self, name), bool):
-                raise ecs.ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.solver_cache:
+            if not _is_choice(getattr(self, name)):
+                raise ecs.ConfigError(f"{name} must be True, False or 'auto', got {getattr(self, name)!r}")
+        if not isinstance(self.solver_fma, bool):
+            raise ecs.ConfigError(f"solver_fma must be True or False, got {self.solver_fma!r}")
+        if self.solver_cache is True:
             _check_cache(self.solver_layout, self.max_bodies, self.max_contacts)
-        if self.solver_timing and self.solver_staged:
+        if self.solver_timing and self.solver_staged is True:
             raise ecs.ConfigError(
                 "solver_timing counts the stages of one solver kernel; the staged solver's kernels are timed by "
                 "the profiler (sim.profile()): set solver_timing=False or solver_staged=False"
             )
+
+
+def _is_choice(value: Any) -> bool:
+    """True, False or "auto" (``solver_staged``, ``solver_cache``)."""
+    return isinstance(value, bool) or value == "auto"
 
 
 def solver_registers_problem(registers: Any) -> str | None:
@@ -176,6 +191,7 @@ def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
             timed=cfg.solver_timing,
             staged=cfg.solver_staged,
             cached=cfg.solver_cache,
+            fma=cfg.solver_fma,
             substeps=cfg.physics_substeps,
             max_bodies=cfg.max_bodies,
             max_contacts=cfg.max_contacts,
@@ -196,8 +212,9 @@ def solver_systems(
     registers: int | None = None,
     *,
     timed: bool = False,
-    staged: bool = False,
-    cached: bool = False,
+    staged: bool | str = False,
+    cached: bool | str = False,
+    fma: bool = True,
     substeps: int = 1,
     max_bodies: int | None = None,
     max_contacts: int | None = None,
@@ -207,14 +224,43 @@ def solver_systems(
     lanes per world; "auto": the first with the second as its CUDA variant), named ``solver_<stage>_<substep>``
     (the profiler times each), and ``end_substeps`` (a thread per contact row). ``cached``: each kernel keeps the
     columns it rewrites in a cache of each world's own (``PhysicsConfig.solver_cache``), which needs the tables'
-    ``max_bodies`` and ``max_contacts`` (rows per world) to fit it."""
+    ``max_bodies`` and ``max_contacts`` (rows per world) to fit it. ``fma=False``: compiled without fused
+    multiply-adds (``PhysicsConfig.solver_fma``). "auto" for ``staged`` or ``cached``: for CPU builds the whole
+    kernel without the cache, for CUDA builds ("auto" layout: the block's) the staged kernels (whole where ``timed``)
+    with the cache where the layout is a block's and the tables fit it; each a system for its device only
+    (``ecs.System.device``) where the two differ."""
+    _check_solver_choice(layout, registers)
+    for name, value in (("staged", staged), ("cached", cached)):
+        if not _is_choice(value):
+            raise ecs.ConfigError(f"{name} must be True, False or 'auto', got {value!r}")
+    if staged == "auto" or cached == "auto":
+        # "auto": the CPU build whole and without the cache; the CUDA build staged (whole where timed) and cached
+        # where the layout is a block's and the tables fit.
+        cuda_layout = "block" if layout == "auto" else layout
+        cpu_form = (False if staged == "auto" else staged, False if cached == "auto" else cached)
+        cuda_form = (
+            (not timed) if staged == "auto" else staged,
+            _cache_fits(cuda_layout, max_bodies, max_contacts) if cached == "auto" else cached,
+        )
+        sizes = dict(registers=registers, timed=timed, fma=fma, substeps=substeps)
+        sizes |= dict(max_bodies=max_bodies, max_contacts=max_contacts)
+        if cpu_form == cuda_form:
+            return solver_systems(layout, staged=cpu_form[0], cached=cpu_form[1], **sizes)
+        cpu = solver_systems(layout, staged=cpu_form[0], cached=cpu_form[1], **sizes)
+        cuda = solver_systems(cuda_layout, staged=cuda_form[0], cached=cuda_form[1], **sizes)
+        return [*(_for_device(s, "cpu") for s in cpu), *(_for_device(s, "cuda") for s in cuda)]
     if not staged:
         return [
             solver_system(
-                layout, registers, timed=timed, cached=cached, max_bodies=max_bodies, max_contacts=max_contacts
+                layout,
+                registers,
+                timed=timed,
+                cached=cached,
+                fma=fma,
+                max_bodies=max_bodies,
+                max_contacts=max_contacts,
             )
         ]
-    _check_solver_choice(layout, registers)
     if cached:
         _check_cache(layout, max_bodies, max_contacts)
     if timed:
@@ -225,7 +271,7 @@ def solver_systems(
     def stage_system(stage: str, sub: int) -> ecs.System:
         name = f"solver_{stage}_{sub}"
         block = ecs.System(
-            solver.step_kernel(True, registers, stage=stage, cached=cached),
+            solver.step_kernel(True, registers, stage=stage, cached=cached, fma=fma),
             ecs.Phase.COLLIDE,
             name=name,
             dim="world",
@@ -234,13 +280,38 @@ def solver_systems(
         )
         if layout == "block":
             return block
-        kernel = solver.step_kernel(False, registers, stage=stage)
+        kernel = solver.step_kernel(False, registers, stage=stage, fma=fma)
         cuda = block if layout == "auto" else None
         return ecs.System(kernel, ecs.Phase.COLLIDE, name=name, dim="world", world_local=True, cuda=cuda)
 
     begin = ecs.System(solver.begin_substeps, ecs.Phase.COLLIDE, dim="world", world_local=True)
     end = ecs.System(solver.end_substeps, ecs.Phase.COLLIDE, dim="entity", world_local=True)
     return [begin, *(stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED), end]
+
+
+def _for_device(system: ecs.System, device: str) -> ecs.System:
+    """``system`` for builds on ``device`` ("cpu" or "cuda") only."""
+    return ecs.System(
+        system.fn,
+        system.phase,
+        name=system.name,
+        dim=system.dim,
+        world_local=system.world_local,
+        block_dim=system.block_dim,
+        cuda=system.cuda if device == "cuda" else None,
+        device=device,
+    )
+
+
+def _cache_fits(layout: str, max_bodies: int | None, max_contacts: int | None) -> bool:
+    """Whether ``solver_cache="auto"`` keeps the cache: a block's layout and tables that fit it."""
+    return (
+        layout != "world"
+        and max_bodies is not None
+        and max_contacts is not None
+        and max_bodies <= solver.CACHE_BODIES
+        and max_contacts <= solver.CACHE_CONTACTS
+    )
 
 
 def _check_cache(layout: str, max_bodies: int | None, max_contacts: int | None) -> None:
@@ -267,6 +338,7 @@ def solver_system(
     *,
     timed: bool = False,
     cached: bool = False,
+    fma: bool = True,
     max_bodies: int | None = None,
     max_contacts: int | None = None,
 ) -> ecs.System:
@@ -275,23 +347,26 @@ def solver_system(
     ``registers``, capped at that many registers per thread on CUDA (``step_bodies_r128``, ...; see
     ``PhysicsConfig.solver_registers``); ``timed``, counting each stage's cycles (``PhysicsConfig.solver_timing``);
     ``cached``, with a cache of each world's own (``PhysicsConfig.solver_cache``; the CPU build of "auto" runs
-    without it), for tables of at most ``max_bodies`` and ``max_contacts`` rows per world."""
+    without it), for tables of at most ``max_bodies`` and ``max_contacts`` rows per world; ``fma=False``, compiled
+    without fused multiply-adds (``PhysicsConfig.solver_fma``)."""
     _check_solver_choice(layout, registers)
+    if not isinstance(cached, bool):
+        raise ecs.ConfigError(f"cached must be True or False (solver_systems also takes 'auto'), got {cached!r}")
     if cached:
         _check_cache(layout, max_bodies, max_contacts)
     if layout == "auto":
         block = solver_system(
-            "block", registers, timed=timed, cached=cached, max_bodies=max_bodies, max_contacts=max_contacts
+            "block", registers, timed=timed, cached=cached, fma=fma, max_bodies=max_bodies, max_contacts=max_contacts
         )
         return ecs.System(
-            solver.step_kernel(False, registers, timed=timed),
+            solver.step_kernel(False, registers, timed=timed, fma=fma),
             ecs.Phase.COLLIDE,
             dim="world",
             world_local=True,
             cuda=block,
         )
     block = layout == "block"
-    kernel = solver.step_kernel(block, registers, timed=timed, cached=cached)
+    kernel = solver.step_kernel(block, registers, timed=timed, cached=cached, fma=fma)
     lanes = solver.SOLVER_LANES if block else None
     return ecs.System(kernel, ecs.Phase.COLLIDE, dim="world", world_local=True, block_dim=lanes)
 
@@ -302,13 +377,14 @@ def with_solver(
     layout: str,
     registers: int | None = None,
     timed: bool = False,
-    staged: bool = False,
-    cached: bool = False,
+    staged: bool | str = False,
+    cached: bool | str = False,
+    fma: bool = True,
 ) -> ecs.EnvSpec:
     """``spec`` with its solver's systems swapped for those of ``layout``, ``registers``, ``staged`` and ``cached``
     (see ``PhysicsConfig.solver_layout``, ``solver_registers``, ``solver_staged`` and ``solver_cache``; the cache is
     checked against the spec's body and contact capacities): to time them against each other, or to check one
-    against another, in an env that builds its own ``PhysicsConfig``."""
+    against another, in an env that builds its own ``PhysicsConfig``. ``fma=False``: see ``solver_fma``."""
     is_solver = [solver.is_step_kernel(getattr(s, "fn", None)) for s in spec.systems]
     if not any(is_solver):
         raise ecs.ConfigError(f"env {spec.name!r} has no solver system to lay out")
@@ -324,6 +400,7 @@ def with_solver(
         timed=timed,
         staged=staged,
         cached=cached,
+        fma=fma,
         substeps=substeps or 1,
         max_bodies=capacity.get("body"),
         max_contacts=capacity.get("contact"),

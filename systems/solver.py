@@ -2112,6 +2112,7 @@ def _step_kernel(
     timed: bool = False,
     stage: str | None = None,
     cached: bool = False,
+    fma: bool = True,
 ) -> wp.Kernel:
     """``step_bodies`` (one thread per world) or, with ``block``, ``step_bodies_block`` (a block of lanes per
     world), from one source. The block's lanes keep and prepare contact rows, collide pairs
@@ -2602,7 +2603,7 @@ def _step_kernel(
         raise ValueError("the cache is a block's shared memory, one world's: cached=True needs block=True")
     if stage is not None and stage not in STAGED:
         raise ValueError(f"stage must be one of {list(STAGED)} or None, got {stage!r}")
-    if block or registers is not None or recompute or timed or not whole or cached:
+    if block or registers is not None or recompute or timed or not whole or cached or not fma:
         # A module of its own, built for blocks of SOLVER_LANES where lanes are asked for (what ahead-of-time and
         # register reports compile), and only where an env asks for this kernel.
         name = "step_bodies" + ("" if whole else f"_{stage}") + ("_block" if block else "")
@@ -2610,16 +2611,19 @@ def _step_kernel(
         name += "_recompute" if recompute else ""
         name += "_timed" if timed else ""
         name += "_cached" if cached else ""
+        name += "" if fma else "_nofma"
         options = {"block_dim": SOLVER_LANES, "enable_backward": False} if block else {"enable_backward": False}
+        if not fma:
+            options["fuse_fp"] = False
         return wp.kernel(step_bodies, name=name, module="unique", module_options=options, cuda_max_registers=registers)
     return wp.kernel(step_bodies, name="step_bodies")
 
 
 step_bodies = _step_kernel(block=False)
 step_bodies_block = _step_kernel(block=True)
-_STEP_KERNELS: dict[tuple[bool, int | None, bool, bool, str | None, bool], wp.Kernel] = {
-    (False, None, False, False, None, False): step_bodies,
-    (True, None, False, False, None, False): step_bodies_block,
+_STEP_KERNELS: dict[tuple[bool, int | None, bool, bool, str | None, bool, bool], wp.Kernel] = {
+    (False, None, False, False, None, False, True): step_bodies,
+    (True, None, False, False, None, False, True): step_bodies_block,
 }
 
 
@@ -2644,6 +2648,7 @@ def step_kernel(
     timed: bool = False,
     stage: str | None = None,
     cached: bool = False,
+    fma: bool = True,
 ) -> wp.Kernel:
     """The solver's kernel: a block of ``SOLVER_LANES`` lanes per world or a thread per world, with at most
     ``registers`` registers per thread on CUDA (``__maxnreg__``; None: as many as the compiler takes, up to 255).
@@ -2652,8 +2657,12 @@ def step_kernel(
     per choice, each capped one in a module of its own. ``recompute`` (for tests): the CPU build recomputes what a
     GPU thread recomputes rather than keeps (see ``manifold_corrections``), so that path runs on CPU too.
     ``timed``: lane 0 of each world also counts the clock cycles of each stage into ``SolverCycles``, with the
-    same result otherwise. ``stage``: the kernel of that stage of a staged solver (``STAGED``)."""
-    key = (bool(block), registers, bool(recompute), bool(timed), stage, bool(cached))
+    same result otherwise. ``stage``: the kernel of that stage of a staged solver (``STAGED``). ``cached``: with the
+    cache of ``CACHE_COLUMNS`` (a block's only). ``fma=False``: compiled without contracting a multiply and an add
+    into one fused multiply-add (Warp's ``fuse_fp``), which CUDA does wherever it can by default, differently in
+    each kernel: then every layout, staged or whole, cached or not, leaves the same state bit for bit on a GPU too
+    (with it, they agree to rounding, and a step's chaos amplifies the difference)."""
+    key = (bool(block), registers, bool(recompute), bool(timed), stage, bool(cached), bool(fma))
     if key not in _STEP_KERNELS:
         _STEP_KERNELS[key] = _step_kernel(*key)
     return _STEP_KERNELS[key]

@@ -78,8 +78,8 @@ def main() -> None:
     parser.add_argument(
         "--solver-variants",
         default="",
-        help="also build the physics solver as LAYOUT[:REGISTERS][:timed][:staged][:cached],... (PhysicsConfig."
-        "solver_layout, solver_registers, solver_timing, solver_staged, solver_cache), e.g. block,world:128,"
+        help="also build the physics solver as LAYOUT[:REGISTERS][:timed][:staged][:cached][:nofma],... "
+        "(PhysicsConfig.solver_layout, solver_registers, solver_timing, solver_staged, solver_cache, solver_fma), e.g. block,world:128,"
         "block:timed,block:staged,block:cached, for gpu-report's solver stage",
     )
     args = parser.parse_args()
@@ -93,6 +93,7 @@ def main() -> None:
             timed="timed" in rest,
             staged="staged" in rest,
             cached="cached" in rest,
+            fma="nofma" not in rest,
             max_bodies=solver.CACHE_BODIES,
             max_contacts=solver.CACHE_CONTACTS,
         )

@@ -51,8 +51,11 @@ def test_cuda_kernels_compile_for_sm90(name):
         assert modules["ecs_fused_cartpole_cuda"] == 2  # held and per-step actions
     if name == "hide_and_seek":
         assert {"systems.collision", "systems.raycast", "envs.hide_and_seek.kernels"} <= set(modules)
-        # the solver's CUDA form by default (``solver_layout: auto``): a block of lanes per world
-        assert any(m.startswith("step_bodies_block_") for m in modules) and "systems.solver" not in modules, modules
+        # the solver's CUDA form by default (``solver_layout``, ``solver_staged`` and ``solver_cache`` "auto"): a block
+        # of lanes per world, in four kernels a substep, with its cache
+        for stage in ("collide", "prepare", "solve", "velocity"):
+            assert any(m.startswith(f"step_bodies_{stage}_block_cached_") for m in modules), modules
+        assert "systems.solver" not in modules and not any(m.startswith("step_bodies_block_") for m in modules)
 
 
 def test_the_solver_variants_compile_for_sm90():

@@ -24,7 +24,8 @@ def gpu_report(*args: str) -> subprocess.CompletedProcess:
 def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     out = tmp_path / "report"
     stages = "device,identity,hide_and_seek,solver,envs,registers,policy_step,dist,tests"
-    p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", stages)
+    hs = ("--hide-and-seek", "solver_staged=true")  # the identity and hide_and_seek stages' config
+    p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", stages, *hs)
     assert p.returncode == 0, p.stderr
     report = json.loads((out / "report.json").read_text())
     assert [s for s in report["stages"]] == stages.split(",")
@@ -34,19 +35,23 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert identity["hide_and_seek"]["episodes_begun"] >= 2 * identity["hide_and_seek"]["num_worlds"]  # resets ran
     rows = report["stages"]["hide_and_seek"]["result"]["throughput"]
     assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
-    assert "step_bodies" in report["stages"]["hide_and_seek"]["result"]["profile"]
+    assert report["stages"]["hide_and_seek"]["result"]["config"] == {"solver_staged": True}
+    assert "solver_collide_0" in report["stages"]["hide_and_seek"]["result"]["profile"]
     solver = report["stages"]["solver"]["result"]
     assert [r["layout"] for r in solver["rows"]] == [
+        "world, no FMA",
+        "block, no FMA",
+        "block, staged, cached",
+        "block, staged",
         "block",
         "block, cached",
-        "block, staged",
-        "block, staged, cached",
         "world",
         "world, staged",
         "block, interleaved",
     ]
-    same = {label: True for label in [r["layout"] for r in solver["rows"]] if label != "world"}
-    assert solver["identical"] == {"4": same} and solver["reference"] == {"4": "world"}
+    labels = [r["layout"] for r in solver["rows"] if r["layout"] not in ("world, no FMA", "world")]
+    assert solver["identical"] == {"4": dict.fromkeys(labels, True)}
+    assert solver["references"] == {"4": {label: "world, no FMA" if "FMA" in label else "world" for label in labels}}
     assert [(r["layout"], r["num_worlds"]) for r in solver["stages"]] == [("block", 4), ("world", 4)]
     for r in solver["stages"]:
         assert list(r["share"]) == list(SOLVER_STAGES) and abs(sum(r["share"].values()) - 1.0) < 1e-9, r
@@ -79,8 +84,30 @@ def test_a_solver_variant_that_hangs_ends_its_stage_with_what_was_measured(tmp_p
     entry = json.loads((out / "report.json").read_text())["stages"]["solver"]
     assert entry["status"] == "ok"
     rows = entry["result"]["rows"]
-    assert rows[-1]["error"] == "did not finish in 0.01 s (hangs?)" and rows[-1]["layout"] == "block", rows
+    assert rows[-1]["error"] == "did not finish in 0.01 s (hangs?)" and rows[-1]["layout"] == "world, no FMA", rows
     assert "did not finish" in (out / "report.md").read_text()
+
+
+def test_the_solver_stage_times_the_forms_it_is_given(tmp_path):
+    """``--solver-forms``: the solver stage times those forms at those counts, in that order, each state checked
+    against a thread per world's of its kind (without FMA, against the one without)."""
+    out = tmp_path / "report"
+    forms = "world:nofma@4+5,block:nofma@4,block:nofma:interleaved@5,world@4"
+    p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", "solver", "--solver-forms", forms)
+    assert p.returncode == 0, p.stderr
+    solver = json.loads((out / "report.json").read_text())["stages"]["solver"]["result"]
+    assert [(r["layout"], r["num_worlds"]) for r in solver["rows"]] == [
+        ("world, no FMA", 4),
+        ("world, no FMA", 5),
+        ("block, no FMA", 4),
+        ("block, interleaved, no FMA", 5),
+        ("world", 4),
+    ]
+    assert solver["identical"] == {"4": {"block, no FMA": True}, "5": {"block, interleaved, no FMA": True}}
+    assert solver["stages"] == [] and solver["staged_profile"] == []  # the stage shares run with the full list only
+    for bad in ("block:staged", "warp@4", "block:fast@4", "block@0", "block:64:128@4"):
+        p = gpu_report("--out", str(out), "--stages", "solver", "--solver-forms", bad)
+        assert p.returncode != 0 and "--solver-forms takes LAYOUT[:REGISTERS]" in p.stderr, bad
 
 
 def test_a_failing_stage_is_recorded_and_the_run_goes_on(tmp_path):
@@ -93,6 +120,10 @@ def test_a_failing_stage_is_recorded_and_the_run_goes_on(tmp_path):
     assert "## identity: failed" in (out / "report.md").read_text()
     bad = gpu_report("--out", str(out), "--stages", "device,speed")
     assert bad.returncode != 0 and "unknown stage(s) ['speed']" in bad.stderr
+    bad = gpu_report("--out", str(out), "--stages", "device", "--limit", "speed=10")
+    assert bad.returncode != 0 and "--limit takes STAGE=SECONDS" in bad.stderr
+    bad = gpu_report("--out", str(out), "--stages", "device", "--hide-and-seek", "solver_cach=true")
+    assert bad.returncode != 0 and "--hide-and-seek: unknown config key(s) ['solver_cach']" in bad.stderr
 
 
 def test_stage_logs_and_junit_failures_reach_the_report(tmp_path):

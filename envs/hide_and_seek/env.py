@@ -170,8 +170,13 @@ class HideAndSeekConfig:
     solver_layout: str = "auto"
     solver_registers: int | None = None  # CUDA: the solver's registers per thread capped (32..255; same results)
     solver_timing: bool = False  # count each solver stage's clock cycles in world.solver_cycles (same results)
-    solver_staged: bool = False  # the solver as four kernels a substep (physics.PhysicsConfig.solver_staged; same)
-    solver_cache: bool = False  # CUDA: a world's hot solver columns in shared memory (PhysicsConfig.solver_cache)
+    # The solver as four kernels a substep (PhysicsConfig.solver_staged; the same results): true, false or "auto",
+    # staged on CUDA and whole on CPU, each where it is faster
+    solver_staged: bool | str = "auto"
+    # A world's hot solver columns in a block's shared memory (PhysicsConfig.solver_cache): true, false or "auto",
+    # on CUDA, wherever the layout is a block's and the bodies fit
+    solver_cache: bool | str = "auto"
+    solver_fma: bool = True  # false: the solver without fused multiply-adds, every layout bit-identical on CUDA too
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
     fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)
@@ -216,17 +221,20 @@ class HideAndSeekConfig:
             raise ValueError(f"solver_layout must be one of {list(physics.SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
         if physics.solver_registers_problem(self.solver_registers):
             raise ValueError(f"solver_registers {physics.solver_registers_problem(self.solver_registers)}")
-        for name in ("solver_timing", "solver_staged", "solver_cache"):
+        for name in ("solver_timing", "solver_fma"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("solver_staged", "solver_cache"):
+            if not (isinstance(getattr(self, name), bool) or getattr(self, name) == "auto"):
+                raise ValueError(f"{name} must be true, false or auto, got {getattr(self, name)!r}")
         bodies = self.body_rows
-        if self.solver_cache and (self.solver_layout == "world" or bodies > solver.CACHE_BODIES):
+        if self.solver_cache is True and (self.solver_layout == "world" or bodies > solver.CACHE_BODIES):
             raise ValueError(
                 f"solver_cache keeps a world's bodies in its block's shared memory: it needs solver_layout 'auto' or "
                 f"'block' and at most {solver.CACHE_BODIES} bodies (the floor, max_walls, max_boxes, {NUM_RAMPS} ramps "
                 f"and {NUM_AGENTS} agents: {bodies}); got solver_layout={self.solver_layout!r}"
             )
-        if self.solver_timing and self.solver_staged:
+        if self.solver_timing and self.solver_staged is True:
             raise ValueError("solver_timing counts the stages of one solver kernel: set it or solver_staged, not both")
         if not 0 < self.view_cone_degrees <= 360:
             raise ValueError(f"view_cone_degrees must be in (0, 360], got {self.view_cone_degrees}")
@@ -561,6 +569,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         solver_timing=cfg.solver_timing,
         solver_staged=cfg.solver_staged,
         solver_cache=cfg.solver_cache,
+        solver_fma=cfg.solver_fma,
     )
     agent = ecs.Archetype(
         "agent",

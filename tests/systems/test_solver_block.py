@@ -283,9 +283,10 @@ def test_a_register_cap_gives_the_same_result():
 
 
 def test_the_layout_is_a_config_choice():
-    solver = [s for s in physics.systems(PhysicsConfig(solver_layout="block")) if s.phase == ecs.Phase.COLLIDE]
+    whole = PhysicsConfig(solver_layout="block", solver_staged=False, solver_cache=False)
+    solver = [s for s in physics.systems(whole) if s.phase == ecs.Phase.COLLIDE]
     assert [(s.name, s.block_dim) for s in solver] == [("step_bodies_block", SOLVER_LANES)]
-    spec = envs.make("hide_and_seek", solver_layout="block")
+    spec = envs.make("hide_and_seek", solver_layout="block", solver_staged=False, solver_cache=False)
     assert "step_bodies_block" in {s.name for s in spec.systems}
     spec = physics.with_solver(spec, layout="world")
     names = {s.name for s in spec.systems}
@@ -351,24 +352,42 @@ def test_the_cache_is_a_config_choice_for_tables_that_fit_it():
     has none (its block holds many worlds), and tables larger than the cache are refused, with what fits."""
     from ecs.graph import TaskGraph
 
-    systems = physics.systems(PhysicsConfig(solver_layout="block", solver_cache=True))
+    systems = physics.systems(PhysicsConfig(solver_layout="block", solver_cache=True, solver_staged=False))
     assert [s.name for s in systems if s.phase == ecs.Phase.COLLIDE] == ["step_bodies_block_cached"]
     staged = physics.systems(PhysicsConfig(solver_layout="block", solver_cache=True, solver_staged=True))
     assert {s.fn.key for s in staged if s.name.startswith("solver_")} == {
         f"step_bodies_{stage}_block_cached" for stage in solver.STAGED
     }
-    spec = envs.make("hide_and_seek", solver_cache=True, max_episode_steps=8)
+    spec = envs.make("hide_and_seek", solver_cache=True, solver_staged=False, max_episode_steps=8)
     sim = ecs.BatchSim(spec, 2, device="cpu", seed=0)
     for is_cpu, key in ((True, "step_bodies"), (False, "step_bodies_block_cached")):
         graph = TaskGraph(spec.systems, sim.storage.layout, device_is_cpu=is_cpu, env_name=spec.name)
         assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.COLLIDE] == [key]
+    # "auto" (the default): the cache on CUDA where the layout is a block's and the tables fit, never on CPU (a
+    # block there runs without it), and without complaint where they do not fit.
+    for layout, fits, cuda_key in (
+        ("auto", True, "step_bodies_block_cached"),
+        ("block", True, "step_bodies_block_cached"),
+        ("block", False, "step_bodies_block"),
+        ("world", True, "step_bodies"),
+    ):
+        sizes = dict(max_bodies=solver.CACHE_BODIES + (0 if fits else 1))
+        cfg = PhysicsConfig(solver_layout=layout, solver_staged=False, **sizes)
+        cpu_key = "step_bodies_block" if layout == "block" else "step_bodies"
+        keys = {
+            is_cpu: [s.on(is_cpu).fn.key for s in physics.systems(cfg) if s.runs_on(is_cpu)][1:]
+            for is_cpu in (True, False)
+        }
+        assert keys == {True: [cpu_key], False: [cuda_key]}, (layout, fits)
     with pytest.raises(ecs.ConfigError, match=r"solver_cache keeps a world's columns in its block's shared memory"):
         PhysicsConfig(solver_layout="world", solver_cache=True)
     for sizes in (dict(max_bodies=solver.CACHE_BODIES + 1), dict(max_contacts=solver.CACHE_CONTACTS + 1)):
         with pytest.raises(ecs.ConfigError, match=r"solver_cache holds at most 64 bodies and 256 contacts per world"):
             PhysicsConfig(solver_cache=True, **sizes)
-    with pytest.raises(ecs.ConfigError, match=r"solver_cache must be True or False, got 1"):
+    with pytest.raises(ecs.ConfigError, match=r"solver_cache must be True, False or 'auto', got 1"):
         PhysicsConfig(solver_cache=1)
+    with pytest.raises(ValueError, match=r"solver_cache must be true, false or auto, got 'on'"):
+        envs.make("hide_and_seek", solver_cache="on")
     with pytest.raises(ecs.ConfigError, match=r"solver_cache needs max_bodies= and max_contacts="):
         physics.solver_systems("block", cached=True)
     with pytest.raises(ecs.ConfigError, match=r"it needs solver_layout 'block' or 'auto', not 'world'"):
@@ -384,19 +403,52 @@ def test_the_cache_is_a_config_choice_for_tables_that_fit_it():
         solver.step_kernel(False, cached=True)
 
 
+def test_solver_fma_false_compiles_every_solver_kernel_without_fused_multiply_adds():
+    """``solver_fma=False``: each of the solver's kernels, whole or staged, a thread or a block per world, cached or
+    not, is built with Warp's ``fuse_fp`` off (its own module), and only those; the default keeps it on.
+    (gpu-report's solver stage checks on a GPU that the layouts then agree bit for bit; on CPU, with the quick
+    report, that the block without FMA equals a thread per world without.)"""
+
+    def solver_kernels(systems):
+        out = []
+        for s in systems:
+            for k in (s.fn, getattr(s.cuda, "fn", None)):
+                if k is not None and solver.is_step_kernel(k) and k not in (solver.begin_substeps, solver.end_substeps):
+                    out.append(k)
+        return out
+
+    for staged, cached in ((False, False), (True, False), (False, True), (True, True)):
+        cfg = dict(solver_layout="auto", solver_staged=staged, solver_cache=cached)
+        plain = solver_kernels(physics.systems(PhysicsConfig(**cfg)))
+        exact = solver_kernels(physics.systems(PhysicsConfig(**cfg, solver_fma=False)))
+        assert (
+            len(plain) == len(exact) == (2 if not staged else 2 * len(solver.STAGED) * PhysicsConfig().physics_substeps)
+        )
+        assert all(k.module.options.get("fuse_fp", True) for k in plain)
+        assert all(k.module.options["fuse_fp"] is False and k.key.endswith("_nofma") for k in exact)
+        assert not {id(k.module) for k in plain} & {id(k.module) for k in exact}
+    spec = physics.with_solver(envs.make("hide_and_seek"), layout="block", staged=True, cached=True, fma=False)
+    assert all(k.module.options["fuse_fp"] is False for k in solver_kernels(spec.systems))
+    assert envs.make("hide_and_seek", solver_fma=False).config.solver_fma is False
+    with pytest.raises(ecs.ConfigError, match=r"solver_fma must be True or False, got 0"):
+        PhysicsConfig(solver_fma=0)
+    with pytest.raises(ValueError, match=r"solver_fma must be true or false, got 'no'"):
+        envs.make("hide_and_seek", solver_fma="no")
+
+
 def test_a_staged_solver_is_four_launches_a_substep():
     """``solver_staged``: ``begin_substeps``, then collide, prepare, solve and velocity for every substep, named by
     stage and substep, then ``end_substeps`` (a thread per contact row), in the solver's layout ("auto": a thread per world on CPU, a block on CUDA, as the whole
     kernel); ``with_solver`` swaps the lot either way."""
     from ecs.graph import TaskGraph
 
-    spec = envs.make("hide_and_seek", solver_layout="block", solver_staged=True, physics_substeps=3)
+    spec = envs.make("hide_and_seek", solver_layout="block", solver_staged=True, solver_cache=False, physics_substeps=3)
     collide = [(s.name, s.block_dim) for s in spec.systems if s.phase == ecs.Phase.COLLIDE]
     stages = [f"solver_{stage}_{sub}" for sub in range(3) for stage in solver.STAGED]
     names = ["begin_substeps", *stages, "end_substeps"]
     assert [n for n, _ in collide] == names and {d for n, d in collide[1:-1]} == {SOLVER_LANES}
     assert collide[0][1] is None and collide[-1][1] is None
-    block = physics.with_solver(spec, layout="block")
+    block = physics.with_solver(spec, layout="block")  # staged=False, cached=False: the whole kernel
     assert [s.name for s in block.systems if s.phase == ecs.Phase.COLLIDE] == ["step_bodies_block"]
     assert [s.name for s in block.systems] == [
         "step_bodies_block" if s.name == "begin_substeps" else s.name
@@ -409,7 +461,7 @@ def test_a_staged_solver_is_four_launches_a_substep():
     assert [t.name for t in sim.graph.tasks if t.phase == ecs.Phase.COLLIDE] == names
     profile = str(sim.profile(2))
     assert all(name in profile for name in names)
-    auto = envs.make("hide_and_seek", solver_staged=True, physics_substeps=2)
+    auto = envs.make("hide_and_seek", solver_staged=True, solver_cache=False, physics_substeps=2)
     for is_cpu, lanes, key in ((True, None, "step_bodies_solve"), (False, SOLVER_LANES, "step_bodies_solve_block")):
         graph = TaskGraph(auto.systems, sim.storage.layout, device_is_cpu=is_cpu, env_name=auto.name)
         tasks = [t for t in graph.tasks if t.name.startswith("solver_solve_")]
@@ -418,8 +470,10 @@ def test_a_staged_solver_is_four_launches_a_substep():
         PhysicsConfig(solver_staged=True, solver_timing=True)
     with pytest.raises(ValueError, match=r"solver_timing counts the stages of one solver kernel"):
         envs.make("hide_and_seek", solver_staged=True, solver_timing=True)
-    with pytest.raises(ecs.ConfigError, match=r"solver_staged must be True or False, got 1"):
+    with pytest.raises(ecs.ConfigError, match=r"solver_staged must be True, False or 'auto', got 1"):
         PhysicsConfig(solver_staged=1)
+    with pytest.raises(ecs.ConfigError, match=r"staged must be True, False or 'auto', got 'yes'"):
+        physics.solver_systems("block", staged="yes", substeps=2)
     with pytest.raises(ecs.ConfigError, match=r"substeps must be an int >= 1"):
         physics.solver_systems("block", staged=True, substeps=0)
     with pytest.raises(ecs.ConfigError, match=r"solver registers must be None or an int"):
@@ -431,7 +485,8 @@ def test_a_staged_solver_is_four_launches_a_substep():
 
 
 def test_the_auto_layout_runs_a_thread_per_world_on_cpu_and_a_block_on_cuda():
-    """The default, "auto": ``step_bodies`` in a CPU build, ``step_bodies_block`` (its CUDA variant) in a CUDA one."""
+    """The default, "auto" layout, staging and cache: ``step_bodies`` in a CPU build; in a CUDA one the block's
+    staged kernels with its cache (``solver_<stage>_<substep>``), each a system for that device only."""
     from ecs.graph import TaskGraph
 
     assert PhysicsConfig().solver_layout == "auto"
@@ -451,8 +506,23 @@ def test_the_auto_layout_runs_a_thread_per_world_on_cpu_and_a_block_on_cuda():
     for is_cpu in (True, False):
         graph = TaskGraph(spec.systems, layout, device_is_cpu=is_cpu, env_name=spec.name)
         collide[is_cpu] = [(t.name, t.kernel.key) for t in graph.tasks if t.phase == ecs.Phase.COLLIDE]
-    assert [n for n, _ in collide[True]] == ["step_bodies"]
-    assert [n for n, _ in collide[False]] == ["step_bodies_block"]
+    assert collide[True] == [("step_bodies", "step_bodies")]
+    substeps = spec.config.physics_substeps
+    assert collide[False] == [
+        ("begin_substeps", "begin_substeps"),
+        *(
+            (f"solver_{stage}_{sub}", f"step_bodies_{stage}_block_cached")
+            for sub in range(substeps)
+            for stage in solver.STAGED
+        ),
+        ("end_substeps", "end_substeps"),
+    ]
+    whole = envs.make("hide_and_seek", max_episode_steps=8, solver_staged=False, solver_cache=False)
+    graph = TaskGraph(whole.systems, layout, device_is_cpu=False, env_name=whole.name)
+    assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.COLLIDE] == ["step_bodies_block"]
+    timed = envs.make("hide_and_seek", max_episode_steps=8, solver_timing=True)  # timing counts the whole kernel
+    graph = TaskGraph(timed.systems, layout, device_is_cpu=False, env_name=timed.name)
+    assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.COLLIDE] == ["step_bodies_block_timed_cached"]
     assert [t.name for t in sim.graph.tasks if t.phase == ecs.Phase.COLLIDE] == ["step_bodies"]
     # the same state as a sim built with the thread per world named
     world = ecs.BatchSim(envs.make("hide_and_seek", max_episode_steps=8, solver_layout="world"), 2, device="cpu")
