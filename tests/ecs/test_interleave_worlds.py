@@ -62,6 +62,20 @@ def test_every_env_steps_the_same_with_worlds_interleaved(name):
     if name == "hide_and_seek":  # world-local raw kernels on chunks of worlds, one CPU thread each
         assert_same(want, play(make(True, cpu_threads=2), 30), "interleaved, 2 CPU threads")
         assert want["singleton/episode"].max() >= 2  # episodes ended and worlds were reset
+        # The solver staged, a thread per world (a GPU's form at the largest world counts), reads and writes the
+        # interleaved rows alike (but for the solver's scratch: what one stage leaves the next).
+        from systems import solver
+
+        staged = envs.make(name, **OVERRIDES[name], solver_layout="world", solver_staged=True)
+        sim = ecs.BatchSim(staged, 6, device="cpu", seed=4, interleave_worlds=True)
+        assert any(t.name == "solver_solve_0" for t in sim.graph.tasks)
+        scratch = {
+            c.name for c in (*solver.SCRATCH_COMPONENTS, *solver.CONTACT_SCRATCH_COMPONENTS, solver.SolverCounts)
+        }
+        got = play(sim, 30)
+        kept = [k for k in want if k.split("/")[-1] not in scratch]
+        assert len(kept) < len(want) and "table/body/position" in kept
+        assert_same({k: want[k] for k in kept}, {k: got[k] for k in kept}, "interleaved, solver staged")
 
 
 def test_writes_through_tensors_and_checkpoints_cross_layouts():
