@@ -422,7 +422,7 @@ def _solver_stages(args: argparse.Namespace, layout: str, n: int) -> dict:
 
     stages = importlib.import_module("systems.solver").SOLVER_STAGES
     row: dict[str, Any] = {"num_worlds": n, "layout": layout}
-    sim = _stepped_sim(args, n, row, solver_layout=layout, solver_timing=True)
+    sim = _stepped_sim(args, n, row, solver_layout=layout, solver_timing=True, solver_cache=False)
     if sim is None:
         return row
     cycles = sim.tensor("world", "solver_cycles")
@@ -438,8 +438,9 @@ def _solver_stages(args: argparse.Namespace, layout: str, n: int) -> dict:
 
 
 def _staged_profile(args: argparse.Namespace, n: int) -> dict:
-    """The staged block solver's launches timed one by one (``sim.profile``: a device synchronisation around each), summed
-    over the substeps per stage of ``solver.STAGED``: seconds per step and share of the solver's time."""
+    """The staged block solver's launches (with its cache on CUDA, as by default) timed one by one (``sim.profile``:
+    a device synchronisation around each), summed over the substeps per stage of ``solver.STAGED``: seconds per step
+    and share of the solver's time."""
     import importlib
 
     staged = importlib.import_module("systems.solver").STAGED
