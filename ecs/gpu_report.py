@@ -271,37 +271,43 @@ def stage_solver(args: argparse.Namespace) -> dict:
     # the block staged and cached at 256k, results/gpu/h200-2026-11-27), and so with the tables interleaved
     # (BatchSim(interleave_worlds=True): a warp's threads, each a world, read adjacent addresses) at 64k and 256k;
     # then the block interleaved and with its registers capped.
-    # (layout, registers per thread, worlds interleaved, staged, cached, fma, world counts)
+    # The block of 8 and of 4 lanes per world (solver_lanes: a warp of 4 or 8 worlds on CUDA, so an SM keeps 4 or 8
+    # times the worlds at once), staged without the cache, checked without FMA and timed with it after the default.
+    # (layout, registers per thread, worlds interleaved, staged, cached, fma, lanes per world, world counts)
     variants = [
-        ("world", None, False, False, False, False, counts[:1]),
-        ("block", None, False, False, False, False, counts[:1]),
-        ("block", None, False, False, True, False, counts[:1]),
-        ("block", None, False, True, False, False, counts[:1]),
-        ("world", None, False, True, False, False, counts[:1]),
-        ("block", None, False, True, True, False, counts[:3]),
-        ("block", None, False, True, True, True, counts),
-        ("block", None, False, True, False, True, counts[:3]),
-        ("block", None, False, False, False, True, counts),
-        ("block", None, False, False, True, True, counts),
-        ("world", None, False, False, False, True, counts[:1]),
-        ("world", None, False, True, False, True, counts[1:] or counts),
-        ("world", None, True, True, False, True, counts[2:] or counts),
-        ("block", None, True, False, False, True, counts[:2]),
+        ("world", None, False, False, False, False, 32, counts[:1]),
+        ("block", None, False, False, False, False, 32, counts[:1]),
+        ("block", None, False, False, True, False, 32, counts[:1]),
+        ("block", None, False, True, False, False, 32, counts[:1]),
+        ("block", None, False, True, False, False, 8, counts[:1]),
+        ("block", None, False, True, False, False, 4, counts[:1]),
+        ("world", None, False, True, False, False, 32, counts[:1]),
+        ("block", None, False, True, True, False, 32, counts[:3]),
+        ("block", None, False, True, True, True, 32, counts),
+        ("block", None, False, True, False, True, 8, counts),
+        ("block", None, False, True, False, True, 4, counts),
+        ("block", None, False, True, False, True, 32, counts[:3]),
+        ("block", None, False, False, False, True, 32, counts),
+        ("block", None, False, False, True, True, 32, counts),
+        ("world", None, False, False, False, True, 32, counts[:1]),
+        ("world", None, False, True, False, True, 32, counts[1:] or counts),
+        ("world", None, True, True, False, True, 32, counts[2:] or counts),
+        ("block", None, True, False, False, True, 32, counts[:2]),
     ]
-    if args.quick:  # on CPU every kernel without FMA is another compile: the whole ones only
-        variants = [v for v in variants if v[5] or not (v[3] or v[4])]
+    if args.quick:  # on CPU every kernel without FMA is another compile: the whole ones only; 8 lanes, not 4
+        variants = [v for v in variants if (v[5] or not (v[3] or v[4])) and v[6] in (8, 32)]
     else:
         # Capped at 128 registers a lane spills more but an SM holds twice the warps: 5-20 % slower on the H100.
-        variants.append(("block", 128, False, False, False, True, counts[:2]))
+        variants.append(("block", 128, False, False, False, True, 32, counts[:2]))
     if args.solver_forms:
         variants = _solver_forms(args.solver_forms)
         counts = sorted({n for v in variants for n in v[-1]})
     result: dict[str, Any] = {"rows": [], "identical": {}, "stages": [], "staged_profile": []}
     digests: dict[int, dict[str, list[str]]] = {n: {} for n in counts}
     scratch = {c.name for c in importlib.import_module("systems.solver").SCRATCH_COMPONENTS}
-    for layout, registers, interleave, staged, cached, fma, variant_counts in variants:
+    for layout, registers, interleave, staged, cached, fma, lanes, variant_counts in variants:
         label = layout + ("" if registers is None else f", {registers} registers") + (", interleaved" * interleave)
-        label += ", staged" * staged + ", cached" * cached + ", no FMA" * (not fma)
+        label += ", staged" * staged + ", cached" * cached + f", {lanes} lanes" * (lanes != 32) + ", no FMA" * (not fma)
         if label == "world" and not args.solver_forms:
             for n in counts[:2]:
                 result["stages"].append(_solver_stages(args, "block", n))
@@ -330,6 +336,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
                     solver_staged=staged,
                     solver_cache=cached,
                     solver_fma=fma,
+                    solver_lanes=lanes,
                 )
             except Exception as e:  # e.g. out of memory at the largest counts
                 watchdog.cancel()
@@ -386,29 +393,42 @@ def _stepped_sim(args: argparse.Namespace, n: int, row: dict, **overrides: Any):
 
 
 def _solver_forms(text: str) -> list[tuple]:
-    """``--solver-forms``: ``LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved]@N[+N...]``, comma-separated,
-    as the solver stage's variants (layout, registers, interleaved, staged, cached, fma, world counts)."""
+    """``--solver-forms``: ``LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved][:lLANES]@N[+N...]``,
+    comma-separated, as the solver stage's variants (layout, registers, interleaved, staged, cached, fma, lanes per
+    world, world counts)."""
     forms = []
     for item in filter(None, (t.strip() for t in text.split(","))):
         form, sep, worlds = item.partition("@")
         layout, *flags = form.split(":")
         known = {"staged", "cached", "nofma", "interleaved"}
         registers = [f for f in flags if f.isdigit()]
+        lanes = [f for f in flags if f[:1] == "l" and f[1:] in ("4", "8", "16", "32")]
         if (
             not sep
             or layout not in ("world", "block")
-            or set(flags) - known - set(registers)
+            or set(flags) - known - set(registers) - set(lanes)
             or len(registers) > 1
+            or len(lanes) > 1
             or not all(w.isdigit() and int(w) > 0 for w in worlds.split("+"))
         ):
             raise SystemExit(
-                f"gpu-report: --solver-forms takes LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved]@N[+N...], "
+                "gpu-report: --solver-forms takes LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved][:lLANES]"
+                f"@N[+N...], "
                 f"LAYOUT world or block, got {item!r}"
             )
         counts = [int(w) for w in worlds.split("+")]
         reg = int(registers[0]) if registers else None
         forms.append(
-            (layout, reg, "interleaved" in flags, "staged" in flags, "cached" in flags, "nofma" not in flags, counts)
+            (
+                layout,
+                reg,
+                "interleaved" in flags,
+                "staged" in flags,
+                "cached" in flags,
+                "nofma" not in flags,
+                int(lanes[0][1:]) if lanes else 32,
+                counts,
+            )
         )
     return forms
 
@@ -951,7 +971,7 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         metavar="FORM@N[+N],...",
         help="the solver stage times these forms instead of its own list, each "
-        "LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved]@N[+N...], e.g. "
+        "LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved][:lLANES]@N[+N...], e.g. "
         "world:nofma@1024,block:staged:128:nofma@1024+16384 (a thread per world without FMA first makes the "
         "others' states checked against it)",
     )

@@ -96,6 +96,10 @@ class PhysicsConfig:
     # staged or whole, cached or not, leaves the same state bit for bit, as they do on CPU (with them each kernel
     # rounds where its compiler fused, and the states agree only to rounding).
     solver_fma: bool = True
+    # A block's lanes per world (solver.LANE_CHOICES: 4, 8, 16 or 32). Below 32 a CUDA block, one warp, holds
+    # 32 // solver_lanes worlds, so an SM keeps that many times the worlds at once, each on fewer lanes; a CPU block
+    # holds one world. The same results; no cache (solver_cache "auto" leaves it off).
+    solver_lanes: int = 32
     # CUDA: at most this many registers per thread of the solver (32..255; None: the compiler's choice). A cap
     # spills to local memory but fits more threads on an SM; the same result bit for bit on CPU.
     solver_registers: int | None = None
@@ -132,8 +136,17 @@ class PhysicsConfig:
                 raise ecs.ConfigError(f"{name} must be True, False or 'auto', got {getattr(self, name)!r}")
         if not isinstance(self.solver_fma, bool):
             raise ecs.ConfigError(f"solver_fma must be True or False, got {self.solver_fma!r}")
+        if isinstance(self.solver_lanes, bool) or self.solver_lanes not in solver.LANE_CHOICES:
+            raise ecs.ConfigError(
+                f"solver_lanes must be one of {list(solver.LANE_CHOICES)} (lanes per world), got {self.solver_lanes!r}"
+            )
         if self.solver_cache is True:
             _check_cache(self.solver_layout, self.max_bodies, self.max_contacts)
+            if self.solver_lanes != solver.SOLVER_LANES:
+                raise ecs.ConfigError(
+                    f"solver_cache keeps one world per block: it needs solver_lanes {solver.SOLVER_LANES}, "
+                    f"got {self.solver_lanes}"
+                )
         if self.solver_timing and self.solver_staged is True:
             raise ecs.ConfigError(
                 "solver_timing counts the stages of one solver kernel; the staged solver's kernels are timed by "
@@ -192,6 +205,7 @@ def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
             staged=cfg.solver_staged,
             cached=cfg.solver_cache,
             fma=cfg.solver_fma,
+            lanes=cfg.solver_lanes,
             substeps=cfg.physics_substeps,
             max_bodies=cfg.max_bodies,
             max_contacts=cfg.max_contacts,
@@ -218,6 +232,7 @@ def solver_systems(
     substeps: int = 1,
     max_bodies: int | None = None,
     max_contacts: int | None = None,
+    lanes: int = solver.SOLVER_LANES,
 ) -> list[ecs.System]:
     """The solver's systems: ``[solver_system(...)]``, or with ``staged`` ``begin_substeps``, the kernels of
     ``solver.STAGED`` for each of ``substeps`` substeps in ``layout`` (a thread or a block of ``solver.SOLVER_LANES``
@@ -228,8 +243,16 @@ def solver_systems(
     multiply-adds (``PhysicsConfig.solver_fma``). "auto" for ``staged`` or ``cached``: for CPU builds the whole
     kernel without the cache, for CUDA builds ("auto" layout: the block's) the staged kernels (whole where ``timed``)
     with the cache where the layout is a block's and the tables fit it; each a system for its device only
-    (``ecs.System.device``) where the two differ."""
+    (``ecs.System.device``) where the two differ. ``lanes``: a block's lanes per world (``solver.LANE_CHOICES``;
+    ``PhysicsConfig.solver_lanes``): below ``solver.SOLVER_LANES`` a CUDA block (a warp) holds several worlds, a
+    CPU block one; the two builds then have systems of their own (the cache needs a block per world)."""
     _check_solver_choice(layout, registers)
+    if lanes not in solver.LANE_CHOICES:
+        raise ecs.ConfigError(f"solver lanes must be one of {list(solver.LANE_CHOICES)} (per world), got {lanes!r}")
+    if lanes != solver.SOLVER_LANES and cached is True:
+        raise ecs.ConfigError(
+            f"solver_cache keeps one world per block: it needs solver_lanes {solver.SOLVER_LANES}, got {lanes}"
+        )
     for name, value in (("staged", staged), ("cached", cached)):
         if not _is_choice(value):
             raise ecs.ConfigError(f"{name} must be True, False or 'auto', got {value!r}")
@@ -240,14 +263,29 @@ def solver_systems(
         cpu_form = (False if staged == "auto" else staged, False if cached == "auto" else cached)
         cuda_form = (
             (not timed) if staged == "auto" else staged,
-            _cache_fits(cuda_layout, max_bodies, max_contacts) if cached == "auto" else cached,
+            _cache_fits(cuda_layout, max_bodies, max_contacts, lanes) if cached == "auto" else cached,
         )
-        sizes = dict(registers=registers, timed=timed, fma=fma, substeps=substeps)
+        sizes = dict(registers=registers, timed=timed, fma=fma, substeps=substeps, lanes=lanes)
         sizes |= dict(max_bodies=max_bodies, max_contacts=max_contacts)
         if cpu_form == cuda_form:
             return solver_systems(layout, staged=cpu_form[0], cached=cpu_form[1], **sizes)
         cpu = solver_systems(layout, staged=cpu_form[0], cached=cpu_form[1], **sizes)
         cuda = solver_systems(cuda_layout, staged=cuda_form[0], cached=cuda_form[1], **sizes)
+        return [
+            *(_for_device(s, "cpu") for s in cpu if s.runs_on(True)),
+            *(_for_device(s, "cuda") for s in cuda if s.runs_on(False)),
+        ]
+    if lanes != solver.SOLVER_LANES and layout != "world":
+        # A block of ``lanes`` lanes per world on CPU (a thread per world for "auto"); on CUDA a warp of worlds.
+        cpu_layout = "world" if layout == "auto" else "block"
+        sizes = dict(registers=registers, timed=timed, fma=fma, substeps=substeps)
+        sizes |= dict(max_bodies=max_bodies, max_contacts=max_contacts)
+        wide = solver_systems(cpu_layout, staged=staged, cached=cached, **sizes)
+        cpu = [_with_lanes(s, lanes, 1) if s.block_dim else s for s in wide]
+        cuda = [_with_lanes(s, lanes, solver.SOLVER_LANES // lanes) if s.block_dim else s for s in wide]
+        if cpu_layout == "world":  # the CUDA build's block form of the thread per world's systems
+            block = solver_systems("block", staged=staged, cached=cached, **sizes)
+            cuda = [_with_lanes(s, lanes, solver.SOLVER_LANES // lanes) if s.block_dim else s for s in block]
         return [*(_for_device(s, "cpu") for s in cpu), *(_for_device(s, "cuda") for s in cuda)]
     if not staged:
         return [
@@ -303,10 +341,53 @@ def _for_device(system: ecs.System, device: str) -> ecs.System:
     )
 
 
-def _cache_fits(layout: str, max_bodies: int | None, max_contacts: int | None) -> bool:
-    """Whether ``solver_cache="auto"`` keeps the cache: a block's layout and tables that fit it."""
+def _with_lanes(system: ecs.System, lanes: int, group: int) -> ecs.System:
+    """The block solver's ``system`` (a kernel of ``solver.step_kernel``) with ``lanes`` lanes per world and
+    ``group`` worlds per block: ``ceil(num_worlds / group)`` blocks of ``lanes * group`` lanes."""
+    key = system.fn.key
+    stage = next((st for st in solver.STAGED if key.startswith(f"step_bodies_{st}_")), None)
+    kernel = solver.step_kernel(
+        True,
+        _registers_of(key),
+        timed="_timed" in key,
+        stage=stage,
+        fma="_nofma" not in key,
+        width=lanes,
+        group=group,
+    )
+    dim = "world" if group == 1 else _grouped_dim(group)
+    return ecs.System(
+        kernel,
+        system.phase,
+        name=system.name,
+        dim=dim,
+        world_local=group == 1,
+        block_dim=lanes * group,
+    )
+
+
+def _registers_of(key: str) -> int | None:
+    """The register cap in a solver kernel's name (``step_bodies_block_r128``), or None."""
+    for part in key.split("_"):
+        if part.startswith("r") and part[1:].isdigit():
+            return int(part[1:])
+    return None
+
+
+def _grouped_dim(group: int) -> Callable[[Any], int]:
+    """A launch of one block per ``group`` worlds."""
+
+    def blocks(sim: Any) -> int:
+        return (sim.num_worlds + group - 1) // group
+
+    return blocks
+
+
+def _cache_fits(layout: str, max_bodies: int | None, max_contacts: int | None, lanes: int = 32) -> bool:
+    """Whether ``solver_cache="auto"`` keeps the cache: a block's layout of one world per block, tables that fit."""
     return (
-        layout != "world"
+        lanes == solver.SOLVER_LANES
+        and layout != "world"
         and max_bodies is not None
         and max_contacts is not None
         and max_bodies <= solver.CACHE_BODIES
@@ -380,6 +461,7 @@ def with_solver(
     staged: bool | str = False,
     cached: bool | str = False,
     fma: bool = True,
+    lanes: int = solver.SOLVER_LANES,
 ) -> ecs.EnvSpec:
     """``spec`` with its solver's systems swapped for those of ``layout``, ``registers``, ``staged`` and ``cached``
     (see ``PhysicsConfig.solver_layout``, ``solver_registers``, ``solver_staged`` and ``solver_cache``; the cache is
@@ -401,6 +483,7 @@ def with_solver(
         staged=staged,
         cached=cached,
         fma=fma,
+        lanes=lanes,
         substeps=substeps or 1,
         max_bodies=capacity.get("body"),
         max_contacts=capacity.get("contact"),

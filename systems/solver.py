@@ -563,7 +563,7 @@ def order_manifolds_lanes(
         first_row[world, k] = wp.where(starts, 1, 0)
         if starts:
             key[world, k] = manifold_height(bodies, c, world, k, manifold_end(c, world, k, count), gravity)
-    block_sync()
+    block_sync(lanes)
     manifolds = wp.int32(0)
     for k in range(lane, count, lanes):
         if first_row[world, k] != 0:
@@ -577,7 +577,7 @@ def order_manifolds_lanes(
                         place += 1
             order[world, place] = k
             height[world, place] = key_k
-    return block_share(manifolds)  # lane 0 holds row 0, the first manifold's
+    return block_share(manifolds, lanes)  # lane 0 holds row 0, the first manifold's
 
 
 @wp.func
@@ -683,8 +683,11 @@ def find_levels(
 
 
 @wp.func
-def block_any(flag: bool) -> bool:
-    """Whether ``flag`` holds on any lane of the block, on every lane (a tile reduction)."""
+def block_any(flag: bool, lanes: int) -> bool:
+    """Whether ``flag`` holds on any of the world's ``lanes`` lanes, on every one of them (a tile reduction; a warp
+    vote within the world's lanes where a CUDA block holds several worlds, ``group_any``)."""
+    if grouped(lanes) != 0:
+        return group_any(wp.where(flag, 1, 0), lanes) != 0
     return wp.tile_max(wp.tile(wp.where(flag, 1, 0)))[0] > 0
 
 
@@ -705,7 +708,7 @@ def find_levels_lanes(
     first = wp.int32(0)
     while first < manifolds:
         end, mine = next_level(bodies, c, order, height, world, first, manifolds, lane, lanes)
-        shared = block_any(mine)
+        shared = block_any(mine, lanes)
         if lane == 0:
             levels[world, first] = end * 2 + wp.where(shared, 1, 0)
         first = end
@@ -1813,18 +1816,63 @@ def warm_start(
 
 # Lanes per world of step_bodies_block: one warp, which the widest level of hide-and-seek (its floor manifolds) fits.
 SOLVER_LANES = 32
+# Lanes per world a block may have (PhysicsConfig.solver_lanes): a power of two, so that on CUDA a warp of 32 threads
+# holds 32 // lanes worlds, each on lanes that start at a multiple of lanes.
+LANE_CHOICES = (4, 8, 16, 32)
+_GROUP_MASK = (
+    "unsigned mask = (lanes >= 32 ? 0xffffffffu : ((1u << lanes) - 1u)) << (threadIdx.x & ~(unsigned)(lanes - 1));\n"
+)
+
+
+@wp.func_native("#if defined(__CUDA_ARCH__)\nreturn lanes < (int)blockDim.x ? 1 : 0;\n#else\nreturn 0;\n#endif\n")
+def grouped(lanes: int) -> int:
+    """1 on CUDA where a block (one warp) holds several worlds of ``lanes`` lanes each, 0 where it holds one world
+    (and always on CPU, where a block is one world's): whether the block's lanes meet by warp-level operations over
+    the world's lanes (``group_sync``, ``group_share``, ``group_any``) rather than the block's tile operations."""
+    ...
+
+
+@wp.func_native("#if defined(__CUDA_ARCH__)\n" + _GROUP_MASK + "__syncwarp(mask);\n#endif\n")
+def group_sync(lanes: int):
+    """``block_sync`` over the world's ``lanes`` lanes of a warp (``__syncwarp`` with their mask, which orders their
+    memory accesses too); CUDA only."""
+    ...
+
+
+@wp.func_native(
+    "#if defined(__CUDA_ARCH__)\n" + _GROUP_MASK + "__syncwarp(mask);\nreturn __shfl_sync(mask, value, "
+    "threadIdx.x & ~(unsigned)(lanes - 1));\n#else\nreturn value;\n#endif\n"
+)
+def group_share(value: int, lanes: int) -> int:
+    """``block_share`` over the world's ``lanes`` lanes of a warp: its first lane's ``value``; CUDA only."""
+    ...
+
+
+@wp.func_native(
+    "#if defined(__CUDA_ARCH__)\n" + _GROUP_MASK + "__syncwarp(mask);\nreturn __any_sync(mask, flag) ? 1 : 0;\n"
+    "#else\nreturn flag;\n#endif\n"
+)
+def group_any(flag: int, lanes: int) -> int:
+    """``block_any`` over the world's ``lanes`` lanes of a warp; CUDA only."""
+    ...
 
 
 @wp.func
-def block_sync():
-    """Waits until every lane of the block gets here; what any lane wrote before, every lane then sees (a tile
-    broadcast: ``__syncthreads`` on CUDA, a barrier of the block's fibers on CPU)."""
-    wp.tile_from_thread(shape=(1,), value=0, thread_idx=0)
+def block_sync(lanes: int):
+    """Waits until every one of the world's ``lanes`` lanes gets here; what any of them wrote before, every one
+    then sees (a tile broadcast: ``__syncthreads`` on CUDA, a barrier of the block's fibers on CPU; ``group_sync``
+    where a CUDA block holds several worlds)."""
+    if grouped(lanes) != 0:
+        group_sync(lanes)
+    else:
+        wp.tile_from_thread(shape=(1,), value=0, thread_idx=0)
 
 
 @wp.func
-def block_share(value: int) -> int:
-    """Lane 0's ``value``, on every lane of the block, once every lane gets here."""
+def block_share(value: int, lanes: int) -> int:
+    """The world's first lane's ``value``, on every one of its ``lanes`` lanes, once every one gets here."""
+    if grouped(lanes) != 0:
+        return group_share(value, lanes)
     return wp.tile_from_thread(shape=(1,), value=value, thread_idx=0)[0]
 
 
@@ -2063,7 +2111,7 @@ def narrowphase_lanes(
             stage.end = (lane + 1) * span
             row = collide(stage, poses, world, a, b, contact_margin + reach[world, a] + reach[world, b], lane * span)
             contacts.contact_order[world, lane] = row - lane * span
-        block_sync()
+        block_sync(lanes)
         offset = wp.int32(base)
         total = wp.int32(0)
         again = bool(span == 0)
@@ -2099,10 +2147,10 @@ def narrowphase_lanes(
                         wp.atomic_min(c.overflow, 1, world)
             base = wp.min(base + total, capacity)
             r0 += size
-        block_sync()
+        block_sync(lanes)
     if lane == 0:
         c.count[world] = base
-    block_sync()
+    block_sync(lanes)
 
 
 def _step_kernel(
@@ -2113,6 +2161,8 @@ def _step_kernel(
     stage: str | None = None,
     cached: bool = False,
     fma: bool = True,
+    width: int = SOLVER_LANES,
+    group: int = 1,
 ) -> wp.Kernel:
     """``step_bodies`` (one thread per world) or, with ``block``, ``step_bodies_block`` (a block of lanes per
     world), from one source. The block's lanes keep and prepare contact rows, collide pairs
@@ -2154,9 +2204,17 @@ def _step_kernel(
         world_solver_counts_out: wp.array2d[wp.int32],
     ):
         """One physics step of every body of a world: substeps of integrate, collide, solve, update."""
-        if wp.static(block):
+        if wp.static(block and group == 1):
             world, lane = wp.tid()
             lanes = wp.block_dim()
+        elif wp.static(block):
+            # A CUDA block (one warp) of ``group`` worlds, each on ``width`` lanes that start at a multiple of width.
+            tile, thread = wp.tid()
+            world = tile * wp.static(group) + thread // wp.static(width)
+            lane = thread - (thread // wp.static(width)) * wp.static(width)
+            lanes = wp.static(width)
+            if world >= body_in.alive.shape[0]:
+                return
         else:
             world = wp.tid()
             lane = 0
@@ -2272,7 +2330,7 @@ def _step_kernel(
                 False,
             )
             if wp.static(block):
-                block_sync()
+                block_sync(lanes)
         h = physics_dt / float(physics_substeps)
         clock = wp.int64(0)  # the cycle count where the stage being timed began (``timed``)
         if wp.static(timed):
@@ -2303,7 +2361,7 @@ def _step_kernel(
                         bodies, poses, world, i, h, gravity, body_in.force[world, i]
                     )
                 if wp.static(block):
-                    block_sync()
+                    block_sync(lanes)
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 0, clock)
                 pair_count = world_pair_count_in[world]
@@ -2325,7 +2383,7 @@ def _step_kernel(
                         c, poses, pair_in, body_out.substep_reach, world, 0, pair_count, 0, contact_margin
                     )
                 if wp.static(block):
-                    block_sync()
+                    block_sync(lanes)
                 if wp.static(cached):
                     rows_out = wp.max(rows_out, world_contact_count_out[world])
                 if wp.static(timed):
@@ -2346,7 +2404,7 @@ def _step_kernel(
                             body_in.drag[world, i],
                         )
                 if wp.static(block):
-                    block_sync()
+                    block_sync(lanes)
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 2, clock)
                 count = world_contact_count_out[world]
@@ -2400,7 +2458,7 @@ def _step_kernel(
                         lane,
                         lanes,
                     )
-                    block_sync()
+                    block_sync(lanes)
                 else:
                     manifolds = order_manifolds(bodies, c, order, contact_out.contact_height, world, count, gravity)
                     find_levels(
@@ -2425,9 +2483,9 @@ def _step_kernel(
                     lanes,
                 )
                 if wp.static(block):
-                    block_sync()
+                    block_sync(lanes)
                     apply_warm_lanes(bodies, splits, c, impulse, friction, order, world, count, manifolds, lane, lanes)
-                    block_sync()
+                    block_sync(lanes)
                 else:
                     apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
                 if wp.static(cached):
@@ -2460,7 +2518,7 @@ def _step_kernel(
                                     joint_in.joint_rotation[world, j],
                                 )
                         if wp.static(block):
-                            block_sync()
+                            block_sync(lanes)
                         s = e
                     if wp.static(timed):
                         clock = lap(world_solver_cycles_out, world, lane, 5, clock)
@@ -2482,7 +2540,7 @@ def _step_kernel(
                                 count_level_splits(bodies, splits, c, order, world, first, last, up)
                             for _step in range(level_steps(up)):
                                 if wp.static(block):
-                                    block_sync()
+                                    block_sync(lanes)
                                 level_corrections(
                                     bodies,
                                     splits,
@@ -2500,7 +2558,7 @@ def _step_kernel(
                                     lanes,
                                 )
                                 if wp.static(block):
-                                    block_sync()
+                                    block_sync(lanes)
                                     apply_level_lanes(bodies, splits, c, order, world, first, last, lane, lanes)
                                 else:
                                     apply_level(bodies, splits, c, order, world, first, last)
@@ -2520,7 +2578,7 @@ def _step_kernel(
                                     round_radius(poses, world, c.body_b[world, k]),
                                 )
                         if wp.static(block):
-                            block_sync()
+                            block_sync(lanes)
                         first = last
                     if wp.static(timed):
                         clock = lap(world_solver_cycles_out, world, lane, 6, clock)
@@ -2541,7 +2599,7 @@ def _step_kernel(
                             h,
                         )
                 if wp.static(block):
-                    block_sync()
+                    block_sync(lanes)
                 k = wp.int32(0)
                 while k < count:
                     # A batch of manifolds that share no body the pass moves: solved side by side, as in one order.
@@ -2549,7 +2607,7 @@ def _step_kernel(
                     if wp.static(block):
                         if lane == 0:
                             e = velocity_batch(bodies, c, body_out.velocity_batch, world, k, count)
-                        e = block_share(e)
+                        e = block_share(e, lanes)
                     for r in range(k + lane, e, lanes):
                         if r == k or not same_pair(c, world, r - 1, r):
                             solve_manifold_velocity(
@@ -2566,7 +2624,7 @@ def _step_kernel(
                                 round_radius(poses, world, c.body_b[world, r]),
                             )
                     if wp.static(block):
-                        block_sync()
+                        block_sync(lanes)
                     k = e
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 7, clock)
@@ -2576,7 +2634,7 @@ def _step_kernel(
                 contact_out.alive[world, k] = wp.where(k < count, 1, 0)
         if wp.static(cached):
             if wp.static(block):
-                block_sync()
+                block_sync(lanes)
             exchange_cache(
                 bodies,
                 splits,
@@ -2594,13 +2652,20 @@ def _step_kernel(
                 True,
             )
             if wp.static(block):
-                block_sync()
+                block_sync(lanes)
             cache_close(cache, lane)
 
     if timed and not whole:
         raise ValueError("a staged solver is timed by the profiler, per stage and substep; it takes no timed=")
     if cached and not block:
         raise ValueError("the cache is a block's shared memory, one world's: cached=True needs block=True")
+    if width not in LANE_CHOICES or group not in (1, SOLVER_LANES // width):
+        raise ValueError(
+            f"width must be one of {list(LANE_CHOICES)} (lanes a world) and group 1 or {SOLVER_LANES} // width "
+            f"(worlds a block), got width={width}, group={group}"
+        )
+    if (width != SOLVER_LANES or group != 1) and (not block or cached):
+        raise ValueError("fewer lanes a world are for the block's kernels without the cache (block=True, cached=False)")
     if stage is not None and stage not in STAGED:
         raise ValueError(f"stage must be one of {list(STAGED)} or None, got {stage!r}")
     if block or registers is not None or recompute or timed or not whole or cached or not fma:
@@ -2612,7 +2677,9 @@ def _step_kernel(
         name += "_timed" if timed else ""
         name += "_cached" if cached else ""
         name += "" if fma else "_nofma"
-        options = {"block_dim": SOLVER_LANES, "enable_backward": False} if block else {"enable_backward": False}
+        name += "" if width == SOLVER_LANES else f"_l{width}"
+        name += "" if group == 1 else f"_g{group}"
+        options = {"block_dim": width * group, "enable_backward": False} if block else {"enable_backward": False}
         if not fma:
             options["fuse_fp"] = False
         return wp.kernel(step_bodies, name=name, module="unique", module_options=options, cuda_max_registers=registers)
@@ -2621,9 +2688,9 @@ def _step_kernel(
 
 step_bodies = _step_kernel(block=False)
 step_bodies_block = _step_kernel(block=True)
-_STEP_KERNELS: dict[tuple[bool, int | None, bool, bool, str | None, bool, bool], wp.Kernel] = {
-    (False, None, False, False, None, False, True): step_bodies,
-    (True, None, False, False, None, False, True): step_bodies_block,
+_STEP_KERNELS: dict[tuple[bool, int | None, bool, bool, str | None, bool, bool, int, int], wp.Kernel] = {
+    (False, None, False, False, None, False, True, SOLVER_LANES, 1): step_bodies,
+    (True, None, False, False, None, False, True, SOLVER_LANES, 1): step_bodies_block,
 }
 
 
@@ -2649,6 +2716,8 @@ def step_kernel(
     stage: str | None = None,
     cached: bool = False,
     fma: bool = True,
+    width: int = SOLVER_LANES,
+    group: int = 1,
 ) -> wp.Kernel:
     """The solver's kernel: a block of ``SOLVER_LANES`` lanes per world or a thread per world, with at most
     ``registers`` registers per thread on CUDA (``__maxnreg__``; None: as many as the compiler takes, up to 255).
@@ -2661,8 +2730,11 @@ def step_kernel(
     cache of ``CACHE_COLUMNS`` (a block's only). ``fma=False``: compiled without contracting a multiply and an add
     into one fused multiply-add (Warp's ``fuse_fp``), which CUDA does wherever it can by default, differently in
     each kernel: then every layout, staged or whole, cached or not, leaves the same state bit for bit on a GPU too
-    (with it, they agree to rounding, and a step's chaos amplifies the difference)."""
-    key = (bool(block), registers, bool(recompute), bool(timed), stage, bool(cached), bool(fma))
+    (with it, they agree to rounding, and a step's chaos amplifies the difference). ``width``: a block's lanes per
+    world (``LANE_CHOICES``); ``group``: worlds per block, 1 or, on CUDA, ``SOLVER_LANES // width`` (a warp of
+    several worlds, whose lanes meet by warp-level operations over each world's lanes: ``grouped``), launched
+    over ``ceil(num_worlds / group)`` blocks; the same result bit for bit as 32 lanes a world."""
+    key = (bool(block), registers, bool(recompute), bool(timed), stage, bool(cached), bool(fma), width, group)
     if key not in _STEP_KERNELS:
         _STEP_KERNELS[key] = _step_kernel(*key)
     return _STEP_KERNELS[key]

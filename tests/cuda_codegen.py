@@ -78,8 +78,9 @@ def main() -> None:
     parser.add_argument(
         "--solver-variants",
         default="",
-        help="also build the physics solver as LAYOUT[:REGISTERS][:timed][:staged][:cached][:nofma],... "
-        "(PhysicsConfig.solver_layout, solver_registers, solver_timing, solver_staged, solver_cache, solver_fma), e.g. block,world:128,"
+        help="also build the physics solver as LAYOUT[:REGISTERS][:timed][:staged][:cached][:nofma][:lLANES],... "
+        "(PhysicsConfig.solver_layout, solver_registers, solver_timing, solver_staged, solver_cache, solver_fma, "
+        "solver_lanes: l8 is 8 lanes a world), e.g. block,world:128,"
         "block:timed,block:staged,block:cached, for gpu-report's solver stage",
     )
     args = parser.parse_args()
@@ -87,6 +88,7 @@ def main() -> None:
     for item in filter(None, args.solver_variants.split(",")):
         layout, *rest = item.split(":")
         registers = next((int(r) for r in rest if r.isdigit()), None)
+        lanes = next((int(r[1:]) for r in rest if r.startswith("l") and r[1:].isdigit()), solver.SOLVER_LANES)
         systems = physics.solver_systems(
             layout,
             registers,
@@ -94,12 +96,13 @@ def main() -> None:
             staged="staged" in rest,
             cached="cached" in rest,
             fma="nofma" not in rest,
+            lanes=lanes,
             max_bodies=solver.CACHE_BODIES,
             max_contacts=solver.CACHE_CONTACTS,
         )
-        for system in systems:
-            if system.fn.module not in variants:
-                variants.append(system.fn.module)
+        for system in systems:  # what a CUDA build runs (not a CPU build's own systems)
+            if system.runs_on(False) and system.on(False).fn.module not in variants:
+                variants.append(system.on(False).fn.module)
     if args.cache:
         os.environ["WARP_CACHE_PATH"] = os.path.abspath(args.cache)  # read by wp.init()
     wp.init()

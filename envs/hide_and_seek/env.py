@@ -177,6 +177,7 @@ class HideAndSeekConfig:
     # on CUDA, wherever the layout is a block's and the bodies fit
     solver_cache: bool | str = "auto"
     solver_fma: bool = True  # false: the solver without fused multiply-adds, every layout bit-identical on CUDA too
+    solver_lanes: int = 32  # a block's lanes per world (4, 8, 16, 32); below 32 a CUDA warp holds several worlds
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
     fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)
@@ -233,6 +234,12 @@ class HideAndSeekConfig:
                 f"solver_cache keeps a world's bodies in its block's shared memory: it needs solver_layout 'auto' or "
                 f"'block' and at most {solver.CACHE_BODIES} bodies (the floor, max_walls, max_boxes, {NUM_RAMPS} ramps "
                 f"and {NUM_AGENTS} agents: {bodies}); got solver_layout={self.solver_layout!r}"
+            )
+        if isinstance(self.solver_lanes, bool) or self.solver_lanes not in solver.LANE_CHOICES:
+            raise ValueError(f"solver_lanes must be one of {list(solver.LANE_CHOICES)}, got {self.solver_lanes!r}")
+        if self.solver_lanes != solver.SOLVER_LANES and self.solver_cache is True:
+            raise ValueError(
+                f"solver_cache keeps one world per block: it needs solver_lanes 32, got {self.solver_lanes}"
             )
         if self.solver_timing and self.solver_staged is True:
             raise ValueError("solver_timing counts the stages of one solver kernel: set it or solver_staged, not both")
@@ -570,6 +577,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         solver_staged=cfg.solver_staged,
         solver_cache=cfg.solver_cache,
         solver_fma=cfg.solver_fma,
+        solver_lanes=cfg.solver_lanes,
     )
     agent = ecs.Archetype(
         "agent",

@@ -725,3 +725,73 @@ def test_velocity_batches_never_hold_two_manifolds_moving_one_body(name, shared)
     got = ends.numpy()[: len(expected)].tolist()
     assert got == expected, (got, expected)
     assert (len(expected) < len(starts)) == shared and len(expected) > 1, (expected, len(starts))
+
+
+def _play_moves(sim: ecs.BatchSim, steps: int) -> dict[str, np.ndarray]:
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(steps):
+        sim.actions["move"].copy_(
+            torch.randint(0, 11, tuple(sim.actions["move"].shape), generator=gen, dtype=torch.int32)
+        )
+        sim.step()
+    return {k: v.copy() for k, v in sim.state_dict()["arrays"].items()}
+
+
+@pytest.mark.parametrize(("lanes", "staged"), [(8, False), (8, True), (4, False)])
+def test_fewer_lanes_per_world_give_a_thread_per_worlds_state(cpu_blocks, lanes, staged):
+    """``solver_lanes``: a block of 4 or 8 lanes per world (on CPU a block is a world's; on CUDA a warp holds 32 //
+    lanes worlds, launched over ceil(num_worlds / that) blocks) steps hide-and-seek, episodes ending on the way, to
+    a thread per world's state bit for bit, but for the solver's scratch columns (what a block's narrowphase and
+    stages leave there)."""
+    from ecs.graph import TaskGraph
+
+    cfg = dict(max_episode_steps=9, prep_fraction=0.0)
+    want = _play_moves(
+        ecs.BatchSim(envs.make("hide_and_seek", **cfg, solver_layout="world"), 5, device="cpu", seed=2), 20
+    )
+    spec = envs.make("hide_and_seek", **cfg, solver_layout="block", solver_lanes=lanes, solver_staged=staged)
+    sim = ecs.BatchSim(spec, 5, device="cpu", seed=2)
+    solver_tasks = [t for t in sim.graph.tasks if t.system.block_dim]
+    assert solver_tasks and {(t.system.block_dim, t.kernel.key.endswith(f"_l{lanes}")) for t in solver_tasks} == {
+        (lanes, True)
+    }
+    got = _play_moves(sim, 20)
+    assert want["singleton/episode"].max() >= 2  # worlds were reset between steps
+    scratch = {c.name for c in (*solver.SCRATCH_COMPONENTS, *solver.CONTACT_SCRATCH_COMPONENTS, solver.SolverCounts)}
+    scratch |= {"contact_order", "contact_normal_speed"}  # the block's narrowphase stages its rows there
+    kept = [k for k in want if k.split("/")[-1] not in scratch]
+    assert "table/body/position" in kept
+    assert [k for k in kept if not np.array_equal(want[k], got[k])] == []
+    # The CUDA build: a warp of 32 // lanes worlds per block, one block per that many worlds (5 worlds: 2 blocks).
+    graph = TaskGraph(spec.systems, sim.storage.layout, device_is_cpu=False, env_name=spec.name)
+    group = SOLVER_LANES // lanes
+    cuda = [t for t in graph.tasks if t.system.block_dim]
+    assert {(t.system.block_dim, t.kernel.key.endswith(f"_l{lanes}_g{group}")) for t in cuda} == {(SOLVER_LANES, True)}
+    assert {t.system.dim(sim) for t in cuda} == {(5 + group - 1) // group}
+
+
+def test_solver_lanes_is_checked_and_leaves_the_cache_off():
+    with pytest.raises(
+        ecs.ConfigError, match=r"solver_lanes must be one of \[4, 8, 16, 32\] \(lanes per world\), got 12"
+    ):
+        PhysicsConfig(solver_lanes=12)
+    with pytest.raises(
+        ecs.ConfigError, match=r"solver_cache keeps one world per block: it needs solver_lanes 32, got 8"
+    ):
+        PhysicsConfig(solver_lanes=8, solver_cache=True)
+    with pytest.raises(ValueError, match=r"solver_lanes must be one of \[4, 8, 16, 32\], got 2"):
+        envs.make("hide_and_seek", solver_lanes=2)
+    with pytest.raises(ValueError, match=r"it needs solver_lanes 32, got 16"):
+        envs.make("hide_and_seek", solver_lanes=16, solver_cache=True)
+    with pytest.raises(ecs.ConfigError, match=r"solver lanes must be one of \[4, 8, 16, 32\] \(per world\), got 64"):
+        physics.solver_systems("block", lanes=64)
+    with pytest.raises(ValueError, match=r"width must be one of \[4, 8, 16, 32\]"):
+        solver.step_kernel(True, width=8, group=2)
+    # "auto" (the default): on CUDA the staged block of 8 lanes a world, 4 worlds a warp, without the cache; on CPU
+    # the whole kernel of a thread per world.
+    systems = physics.systems(PhysicsConfig(solver_lanes=8))
+    cpu = [s.fn.key for s in systems if s.runs_on(True) and s.phase == ecs.Phase.COLLIDE]
+    cuda = [s.on(False).fn.key for s in systems if s.runs_on(False) and s.phase == ecs.Phase.COLLIDE]
+    assert cpu == ["step_bodies"]
+    assert cuda[0] == "begin_substeps" and cuda[-1] == "end_substeps"
+    assert set(cuda[1:-1]) == {f"step_bodies_{stage}_block_l8_g4" for stage in solver.STAGED}
