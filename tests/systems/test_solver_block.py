@@ -795,3 +795,40 @@ def test_solver_lanes_is_checked_and_leaves_the_cache_off():
     assert cpu == ["step_bodies"]
     assert cuda[0] == "begin_substeps" and cuda[-1] == "end_substeps"
     assert set(cuda[1:-1]) == {f"step_bodies_{stage}_block_l8_g4" for stage in solver.STAGED}
+
+
+def _lane_probe(width: int, group: int) -> wp.Kernel:
+    """A tiled kernel of ``group`` worlds of ``width`` lanes per block that runs the solver's lane primitives."""
+
+    def probe(values: wp.array[wp.int32], shared_out: wp.array[wp.int32], any_out: wp.array[wp.int32]):
+        tile, thread = wp.tid()
+        world = tile * wp.static(group) + thread // wp.static(width)
+        lane = thread - (thread // wp.static(width)) * wp.static(width)
+        i = world * wp.static(width) + lane
+        v = values[i]
+        shared = solver.block_share(v, wp.static(width))
+        seen = solver.block_any(v == 7, wp.static(width))
+        solver.block_sync(wp.static(width))
+        shared_out[i] = shared
+        any_out[i] = wp.where(seen, 1, 0)
+
+    options = {"block_dim": width * group, "enable_backward": False}
+    return wp.kernel(probe, name=f"lane_probe_{width}_{group}", module="unique", module_options=options)
+
+
+def test_the_lane_primitives_meet_over_a_worlds_lanes(cpu_blocks, device):
+    """``block_share`` and ``block_any`` over a world's lanes: a block of one world (CPU and CUDA), and on CUDA a
+    warp of 4 worlds of 8 lanes (``solver_lanes: 8``), whose worlds share and vote apart."""
+    forms = [(8, 1)] + ([(8, 4), (4, 8), (16, 2)] if device.startswith("cuda") else [])
+    for width, group in forms:
+        worlds = 3 * group
+        values = np.arange(worlds * width, dtype=np.int32) + 100
+        values[width * 1 + 3] = 7  # world 1 has a 7 on its lane 3
+        arrays = [wp.array(values, dtype=wp.int32, device=device)]
+        arrays += [wp.zeros(worlds * width, dtype=wp.int32, device=device) for _ in range(2)]
+        wp.launch_tiled(
+            _lane_probe(width, group), dim=[worlds // group], inputs=arrays, block_dim=width * group, device=device
+        )
+        shared, seen = arrays[1].numpy().reshape(worlds, width), arrays[2].numpy().reshape(worlds, width)
+        assert (shared == values.reshape(worlds, width)[:, :1]).all(), (width, group, shared)
+        assert (seen == (np.arange(worlds) == 1)[:, None]).all(), (width, group, seen)
