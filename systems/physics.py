@@ -275,18 +275,32 @@ def solver_systems(
             *(_for_device(s, "cpu") for s in cpu if s.runs_on(True)),
             *(_for_device(s, "cuda") for s in cuda if s.runs_on(False)),
         ]
+    fixed = dict(registers=registers, timed=timed, staged=staged, cached=cached, fma=fma, substeps=substeps)
+    fixed |= dict(max_bodies=max_bodies, max_contacts=max_contacts)
     if lanes != solver.SOLVER_LANES and layout != "world":
         # A block of ``lanes`` lanes per world on CPU (a thread per world for "auto"); on CUDA a warp of worlds.
-        cpu_layout = "world" if layout == "auto" else "block"
-        sizes = dict(registers=registers, timed=timed, fma=fma, substeps=substeps)
-        sizes |= dict(max_bodies=max_bodies, max_contacts=max_contacts)
-        wide = solver_systems(cpu_layout, staged=staged, cached=cached, **sizes)
-        cpu = [_with_lanes(s, lanes, 1) if s.block_dim else s for s in wide]
-        cuda = [_with_lanes(s, lanes, solver.SOLVER_LANES // lanes) if s.block_dim else s for s in wide]
-        if cpu_layout == "world":  # the CUDA build's block form of the thread per world's systems
-            block = solver_systems("block", staged=staged, cached=cached, **sizes)
-            cuda = [_with_lanes(s, lanes, solver.SOLVER_LANES // lanes) if s.block_dim else s for s in block]
+        cpu = _fixed_systems("world" if layout == "auto" else "block", lanes=lanes, group=1, **fixed)
+        cuda = _fixed_systems("block", lanes=lanes, group=solver.SOLVER_LANES // lanes, **fixed)
         return [*(_for_device(s, "cpu") for s in cpu), *(_for_device(s, "cuda") for s in cuda)]
+    return _fixed_systems(layout, lanes=solver.SOLVER_LANES, group=1, **fixed)
+
+
+def _fixed_systems(
+    layout: str,
+    *,
+    registers: int | None,
+    timed: bool,
+    staged: bool,
+    cached: bool,
+    fma: bool,
+    substeps: int,
+    max_bodies: int | None,
+    max_contacts: int | None,
+    lanes: int,
+    group: int,
+) -> list[ecs.System]:
+    """``solver_systems`` once "auto" is resolved: ``layout``'s block kernels with ``lanes`` lanes per world and
+    ``group`` worlds per block."""
     if not staged:
         return [
             solver_system(
@@ -297,6 +311,8 @@ def solver_systems(
                 fma=fma,
                 max_bodies=max_bodies,
                 max_contacts=max_contacts,
+                lanes=lanes,
+                group=group,
             )
         ]
     if cached:
@@ -308,14 +324,8 @@ def solver_systems(
 
     def stage_system(stage: str, sub: int) -> ecs.System:
         name = f"solver_{stage}_{sub}"
-        block = ecs.System(
-            solver.step_kernel(True, registers, stage=stage, cached=cached, fma=fma),
-            ecs.Phase.COLLIDE,
-            name=name,
-            dim="world",
-            world_local=True,
-            block_dim=solver.SOLVER_LANES,
-        )
+        kernel = solver.step_kernel(True, registers, stage=stage, cached=cached, fma=fma, width=lanes, group=group)
+        block = _block_system(kernel, name, lanes, group)
         if layout == "block":
             return block
         kernel = solver.step_kernel(False, registers, stage=stage, fma=fma)
@@ -341,37 +351,12 @@ def _for_device(system: ecs.System, device: str) -> ecs.System:
     )
 
 
-def _with_lanes(system: ecs.System, lanes: int, group: int) -> ecs.System:
-    """The block solver's ``system`` (a kernel of ``solver.step_kernel``) with ``lanes`` lanes per world and
-    ``group`` worlds per block: ``ceil(num_worlds / group)`` blocks of ``lanes * group`` lanes."""
-    key = system.fn.key
-    stage = next((st for st in solver.STAGED if key.startswith(f"step_bodies_{st}_")), None)
-    kernel = solver.step_kernel(
-        True,
-        _registers_of(key),
-        timed="_timed" in key,
-        stage=stage,
-        fma="_nofma" not in key,
-        width=lanes,
-        group=group,
-    )
+def _block_system(kernel: wp.Kernel, name: str | None, lanes: int, group: int) -> ecs.System:
+    """A block kernel's system: blocks of ``lanes * group`` lanes, one per ``group`` worlds (a world-local launch
+    over the worlds where a block holds one)."""
     dim = "world" if group == 1 else _grouped_dim(group)
-    return ecs.System(
-        kernel,
-        system.phase,
-        name=system.name,
-        dim=dim,
-        world_local=group == 1,
-        block_dim=lanes * group,
-    )
-
-
-def _registers_of(key: str) -> int | None:
-    """The register cap in a solver kernel's name (``step_bodies_block_r128``), or None."""
-    for part in key.split("_"):
-        if part.startswith("r") and part[1:].isdigit():
-            return int(part[1:])
-    return None
+    block_dim = lanes * group
+    return ecs.System(kernel, ecs.Phase.COLLIDE, name=name, dim=dim, world_local=group == 1, block_dim=block_dim)
 
 
 def _grouped_dim(group: int) -> Callable[[Any], int]:
@@ -422,6 +407,8 @@ def solver_system(
     fma: bool = True,
     max_bodies: int | None = None,
     max_contacts: int | None = None,
+    lanes: int = solver.SOLVER_LANES,
+    group: int = 1,
 ) -> ecs.System:
     """The solver's system: ``step_bodies`` for layout "world", ``step_bodies_block`` (``solver.SOLVER_LANES``
     lanes per world, a tiled launch) for "block", the first with the second as its CUDA variant for "auto"; with
@@ -429,16 +416,16 @@ def solver_system(
     ``PhysicsConfig.solver_registers``); ``timed``, counting each stage's cycles (``PhysicsConfig.solver_timing``);
     ``cached``, with a cache of each world's own (``PhysicsConfig.solver_cache``; the CPU build of "auto" runs
     without it), for tables of at most ``max_bodies`` and ``max_contacts`` rows per world; ``fma=False``, compiled
-    without fused multiply-adds (``PhysicsConfig.solver_fma``)."""
+    without fused multiply-adds (``PhysicsConfig.solver_fma``); the block's kernel with ``lanes`` lanes per world and
+    ``group`` worlds per block (``solver.step_kernel``'s ``width`` and ``group``; more than one: a CUDA build's)."""
     _check_solver_choice(layout, registers)
     if not isinstance(cached, bool):
         raise ecs.ConfigError(f"cached must be True or False (solver_systems also takes 'auto'), got {cached!r}")
     if cached:
         _check_cache(layout, max_bodies, max_contacts)
     if layout == "auto":
-        block = solver_system(
-            "block", registers, timed=timed, cached=cached, fma=fma, max_bodies=max_bodies, max_contacts=max_contacts
-        )
+        sizes = dict(max_bodies=max_bodies, max_contacts=max_contacts, lanes=lanes, group=group)
+        block = solver_system("block", registers, timed=timed, cached=cached, fma=fma, **sizes)
         return ecs.System(
             solver.step_kernel(False, registers, timed=timed, fma=fma),
             ecs.Phase.COLLIDE,
@@ -446,10 +433,11 @@ def solver_system(
             world_local=True,
             cuda=block,
         )
-    block = layout == "block"
-    kernel = solver.step_kernel(block, registers, timed=timed, cached=cached, fma=fma)
-    lanes = solver.SOLVER_LANES if block else None
-    return ecs.System(kernel, ecs.Phase.COLLIDE, dim="world", world_local=True, block_dim=lanes)
+    if layout == "block":
+        kernel = solver.step_kernel(True, registers, timed=timed, cached=cached, fma=fma, width=lanes, group=group)
+        return _block_system(kernel, None, lanes, group)
+    kernel = solver.step_kernel(False, registers, timed=timed, cached=cached, fma=fma)
+    return ecs.System(kernel, ecs.Phase.COLLIDE, dim="world", world_local=True)
 
 
 def with_solver(
