@@ -1259,6 +1259,7 @@ def manifold_corrections(
     translating = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
     reach_a = wp.float32(0.0)  # the longest arm of each body to a point of the manifold
     reach_b = wp.float32(0.0)
+    deepest = wp.float32(0.0)  # the deepest point's depth at the start
     for i in range(count):
         k = start + i
         n = c.normal[world, k]
@@ -1267,6 +1268,7 @@ def manifold_corrections(
         reach_a = wp.max(reach_a, wp.length(ra))
         reach_b = wp.max(reach_b, wp.length(rb))
         ca, cb, depth, w, slip, turning = point_rows(c, world, k, pair)
+        deepest = wp.where(i == 0, depth, wp.max(deepest, depth))
         if keep:
             pos_a[i] = ra
             pos_b[i] = rb
@@ -1284,20 +1286,22 @@ def manifold_corrections(
     # alike, so how the load splits among them is not determined by the constraints, and the sweep
     # would leave all of it on the point solved first, whose friction alone would then turn the body.
     # Such a face shares its normal impulse equally among its deepest points (the flat face's points,
-    # all of them), as soft contacts would with equal penetrations, before friction is solved.
-    deepest = wp.float32(0.0)
-    bearing = wp.float32(0.0)
+    # all of them), as soft contacts would with equal penetrations, before friction is solved. They are found once:
+    # bit i of ``bearers`` is point i's, and each takes ``share`` of the load.
+    bearers = wp.int32(0)
+    share = wp.float32(0.0)
     if translating:
-        deepest = point_depth(c, world, start, pair)
-        for i in range(1, count):
-            deepest = wp.max(
-                deepest,
-                point_depth(c, world, start + i, pair),
-            )
+        bearing = wp.float32(0.0)
         for i in range(count):
-            depth = point_depth(c, world, start + i, pair)
+            depth = wp.float32(0.0)
+            if keep:
+                depth = depth0[i]
+            else:
+                depth = point_depth(c, world, start + i, pair)
             if depth >= deepest - SHARE_GAP:
                 bearing += 1.0
+                bearers = bearers | (1 << i)
+        share = 1.0 / wp.max(bearing, 1.0)  # bearing >= 1: the deepest point bears
     # The motion the solve gives each body (translation and small rotation vector), linearised.
     linearised = wp.length_sq(up) == 0.0  # a pass before the last
     sweeps = wp.where(linearised, FIRST_SWEEPS, NORMAL_SWEEPS)
@@ -1355,8 +1359,7 @@ def manifold_corrections(
                 for i in range(count):
                     total += impulse[world, start + i]
                 for i in range(count):
-                    depth = point_depth(c, world, start + i, pair)
-                    impulse[world, start + i] = total * wp.where(depth >= deepest - SHARE_GAP, 1.0 / bearing, 0.0)
+                    impulse[world, start + i] = total * wp.where(((bearers >> i) & 1) != 0, share, 0.0)
             for slot in range(lo, hi):
                 i = wp.where(backwards, count - 1 - slot, slot)
                 k = start + i
