@@ -8,7 +8,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default) at 1k..256k, staged at 1k..64k, whole with and without its cache at 1k..256k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches); a thread per world at 1k (its stage shares too), staged at 16k..256k and, the tables interleaved (``interleave_worlds``), at 64k and 256k; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
+| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default) at 1k..256k, staged at 1k..64k, whole with and without its cache at 1k..256k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles); a thread per world at 1k (its stage shares too), staged at 16k..256k and, the tables interleaved (``interleave_worlds``), at 64k and 256k; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared (``--hide-and-seek KEY=VALUE,...`` sets hide-and-seek's config here and in ``hide_and_seek``) |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
@@ -317,6 +317,9 @@ def stage_solver(args: argparse.Namespace) -> dict:
                 _partial(args, result)
             result["stages"].append(_solver_stages(args, "world", counts[0]))
             _partial(args, result)
+            for scene in list(PROBE_SCENES)[1:]:  # one manifold's solve, timed on its own
+                result["stages"].append(_solver_stages(args, "block", counts[0], scene))
+                _partial(args, result)
         for n in variant_counts:
             # A variant that does not finish in this long is taken to hang (a kernel the GPU never returns
             # from): the row says so, and the stage ends with the rows before it.
@@ -433,16 +436,33 @@ def _solver_forms(text: str) -> list[tuple]:
     return forms
 
 
-def _solver_stages(args: argparse.Namespace, layout: str, n: int) -> dict:
-    """Where the solver's time goes: hide-and-seek with ``solver_timing``, each stage's clock cycles (lane 0 of
-    every world, ``world.solver_cycles``) per world-step and as a share of the solver's cycles."""
+# Fixed hide-and-seek layouts whose solve is known, to time one manifold's solve on the device (``_solver_stages``):
+# the random level's levels stage holds about 10 manifolds in 1-2 levels a pass, so its cycles per manifold solve
+# are comparable with these. A seeker is static in the preparation phase: "agent alone" has one contact row (a
+# sphere on the floor), "box and agent" five (a cube's four on the floor, the sphere's one).
+PROBE_SCENES: dict[str, dict[str, Any]] = {
+    "random level": {},
+    "agent alone": {"fixed_agents": ((0, -1.5, -1.5, 0.0), (1, 1.5, -1.5, 3.1416))},
+    "box and agent": {
+        "fixed_agents": ((0, -1.5, -1.5, 0.0), (1, 1.5, -1.5, 3.1416)),
+        "fixed_boxes": ((0.0, 1.0, 0.3),),
+    },
+}
+
+
+def _solver_stages(args: argparse.Namespace, layout: str, n: int, scene: str = "random level") -> dict:
+    """Where the solver's time goes: hide-and-seek (``scene``, of ``PROBE_SCENES``) with ``solver_timing``, each
+    stage's clock cycles (lane 0 of every world, ``world.solver_cycles``) per world-step and as a share of the
+    solver's cycles, and the mean contact rows per world."""
     import importlib
 
     import torch
 
     stages = importlib.import_module("systems.solver").SOLVER_STAGES
-    row: dict[str, Any] = {"num_worlds": n, "layout": layout}
-    sim = _stepped_sim(args, n, row, solver_layout=layout, solver_timing=True, solver_cache=False)
+    row: dict[str, Any] = {"num_worlds": n, "layout": layout, "scene": scene}
+    sim = _stepped_sim(
+        args, n, row, solver_layout=layout, solver_timing=True, solver_cache=False, **PROBE_SCENES[scene]
+    )
     if sim is None:
         return row
     cycles = sim.tensor("world", "solver_cycles")
@@ -453,7 +473,8 @@ def _solver_stages(args: argparse.Namespace, layout: str, n: int) -> dict:
     total = cycles.to(torch.float64).sum(0).cpu().tolist()
     row["cycles_per_world_step"] = {name: t / (n * steps) for name, t in zip(stages, total, strict=True)}
     row["share"] = {name: t / max(sum(total), 1.0) for name, t in zip(stages, total, strict=True)}
-    _say(f"solver stages {layout} {n} worlds: " + ", ".join(f"{k} {v:.0%}" for k, v in row["share"].items()))
+    row["contact_rows"] = float(sim.tensor("world", "contact_count").to(torch.float64).mean())
+    _say(f"solver stages {layout} {n} worlds, {scene}: " + ", ".join(f"{k} {v:.0%}" for k, v in row["share"].items()))
     return row
 
 
@@ -855,11 +876,13 @@ def _write(out: str, report: dict) -> None:
                 names = list(stage_rows[0]["share"])
                 lines += ["", "Solver stages, share of lane 0's clock cycles (`solver_timing`):", ""]
                 lines += _table(
-                    ["layout", "num_worlds", *names, "cycles per world-step"],
+                    ["scene", "layout", "num_worlds", "contact rows", *names, "cycles per world-step"],
                     [
                         [
+                            r.get("scene", "random level"),
                             r["layout"],
                             r["num_worlds"],
+                            f"{r.get('contact_rows', float('nan')):.1f}",
                             *(f"{r['share'][k]:.1%}" for k in names),
                             f"{sum(r['cycles_per_world_step'].values()):,.0f}",
                         ]

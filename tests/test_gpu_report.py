@@ -54,7 +54,14 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     labels = [r["layout"] for r in solver["rows"] if r["layout"] not in ("world, no FMA", "world")]
     assert solver["identical"] == {"4": dict.fromkeys(labels, True)}
     assert solver["references"] == {"4": {label: "world, no FMA" if "FMA" in label else "world" for label in labels}}
-    assert [(r["layout"], r["num_worlds"]) for r in solver["stages"]] == [("block", 4), ("world", 4)]
+    assert [(r["scene"], r["layout"], r["num_worlds"]) for r in solver["stages"]] == [
+        ("random level", "block", 4),
+        ("random level", "world", 4),
+        ("agent alone", "block", 4),
+        ("box and agent", "block", 4),
+    ]
+    # The fixed layouts hold the contact rows they are chosen for: a sphere on the floor, and a cube's four more.
+    assert [r["contact_rows"] for r in solver["stages"][2:]] == [1.0, 5.0]
     for r in solver["stages"]:
         assert list(r["share"]) == list(SOLVER_STAGES) and abs(sum(r["share"].values()) - 1.0) < 1e-9, r
         assert all(v > 0 for v in r["cycles_per_world_step"].values()), r
@@ -67,7 +74,7 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert "skipped" in report["stages"]["tests"]["result"] and "skipped" in report["stages"]["registers"]["result"]
     md = (out / "report.md").read_text()
     assert "## identity: ok" in md and "| num_worlds | wide sensors |" in md and "world-steps/s" in md
-    assert "| num_worlds | solver layout |" in md and "| layout | num_worlds | reach | narrowphase |" in md
+    assert "| num_worlds | solver layout |" in md and "| scene | layout | num_worlds | contact rows | reach |" in md
     assert "| num_worlds | collide | prepare | solve | velocity | eager step (us) |" in md
     assert (out / "hide_and_seek_throughput.png").stat().st_size > 1000
     before = report["stages"]["identity"]["seconds"]
