@@ -388,7 +388,8 @@ def collide_round_polyhedron(c: Contacts, poses: Poses, world: int, a: int, b: i
     e0 = core_end(poses, world, a, -1.0)
     e1 = core_end(poses, world, a, 1.0)
     deepest = wp.float32(-BIG)
-    for k in range(2):
+    ends = wp.int32(2)  # a variable: Warp would unroll range(2), and the kernel would hold two copies of the body
+    for k in range(ends):
         e = wp.where(k == 0, e0, e1)
         depth, pa, pb, n = sphere_polyhedron(poses, world, b, e, r)
         deepest = wp.max(deepest, depth)
@@ -400,7 +401,8 @@ def collide_round_polyhedron(c: Contacts, poses: Poses, world: int, a: int, b: i
     qb = poses.rotation[world, b]
     xb = poses.position[world, b]
     s = (e0 + e1) * 0.5
-    for _ in range(6):
+    projections = wp.int32(6)  # a variable, so that the loop is not unrolled (six copies of closest_on_polyhedron)
+    for _ in range(projections):
         q = xb + wp.quat_rotate(qb, closest_on_polyhedron(shape, size, wp.quat_rotate_inv(qb, s - xb)))
         s = closest_on_segment(e0, e1, q)
     depth, pa, pb, n = sphere_polyhedron(poses, world, b, s, r)

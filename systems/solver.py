@@ -968,6 +968,59 @@ def level_steps(up: wp.vec3) -> int:
 
 
 @wp.func
+def level_manifold(
+    bodies: Bodies,
+    splits: Splits,
+    poses: Poses,
+    c: Contacts,
+    impulse: wp.array2d[wp.float32],
+    friction: wp.array2d[wp.vec3],
+    world: int,
+    k: int,
+    count: int,
+    up: wp.vec3,
+    jacobi: bool,
+):
+    """The manifold that starts at row ``k`` in its level's solve: on its own (``jacobi`` false), solved and applied
+    as ``solve_manifold`` does; in a Jacobi step, its corrections from the present poses with its bodies' masses
+    split, kept at its first row, not applied (``level_corrections``). One call of ``manifold_corrections`` serves
+    both, so a solver kernel holds one copy of it."""
+    a = c.body_a[world, k]
+    b = c.body_b[world, k]
+    ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
+    if jacobi or ima + imb > 0.0:
+        split_a = wp.float32(1.0)
+        split_b = wp.float32(1.0)
+        if jacobi:
+            split_a = float(wp.max(splits.count[world, a], 1))
+            split_b = float(wp.max(splits.count[world, b], 1))
+        dxa, dqa, dxb, dqb = manifold_corrections(
+            bodies,
+            c,
+            impulse,
+            friction,
+            world,
+            k,
+            manifold_end(c, world, k, count),
+            up,
+            round_radius(poses, world, a),
+            round_radius(poses, world, b),
+            split_a,
+            split_b,
+        )
+        if jacobi:
+            splits.move_a[world, k] = dxa
+            splits.turn_a[world, k] = dqa
+            splits.move_b[world, k] = dxb
+            splits.turn_b[world, k] = dqb
+        else:
+            if ima > 0.0:
+                move_body(bodies, world, a, dxa, dqa)
+            if imb > 0.0:
+                move_body(bodies, world, b, dxb, dqb)
+
+
+@wp.func
 def level_corrections(
     bodies: Bodies,
     splits: Splits,
@@ -987,27 +1040,7 @@ def level_corrections(
     """One Jacobi step's corrections of the manifolds ``order[first + lane : last : lanes]``, each from the present
     poses with its bodies' masses split (``solve_level``), kept at the manifold's first row, not applied."""
     for m in range(first + lane, last, lanes):
-        k = order[world, m]
-        a = c.body_a[world, k]
-        b = c.body_b[world, k]
-        dxa, dqa, dxb, dqb = manifold_corrections(
-            bodies,
-            c,
-            impulse,
-            friction,
-            world,
-            k,
-            manifold_end(c, world, k, count),
-            up,
-            round_radius(poses, world, a),
-            round_radius(poses, world, b),
-            float(wp.max(splits.count[world, a], 1)),
-            float(wp.max(splits.count[world, b], 1)),
-        )
-        splits.move_a[world, k] = dxa
-        splits.turn_a[world, k] = dqa
-        splits.move_b[world, k] = dxb
-        splits.turn_b[world, k] = dqb
+        level_manifold(bodies, splits, poses, c, impulse, friction, world, order[world, m], count, up, True)
 
 
 @wp.func
@@ -2502,7 +2535,10 @@ def _step_kernel(
                 count = world_contact_count_out[world]
                 if wp.static(not whole):
                     manifolds = world_solver_counts_out[world, 1]
-                for it in range(CONTACT_PASSES):
+                # A loop, not unrolled (Warp unrolls a constant range that holds static branches): one copy of the
+                # pass in the kernel's code, which a GPU's instruction cache holds more easily.
+                passes = wp.int32(CONTACT_PASSES)
+                for it in range(passes):
                     # Joints first in every pass, contacts after: a held body may lag its holder a little,
                     # but is never left driven into another body (whose push-back would become speed).
                     # In batches of joints that move no body in common, a joint per lane (one at a time on one thread).
@@ -2536,50 +2572,37 @@ def _step_kernel(
                         # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
                         # and each is solved on its own (on a lane of its own in step_bodies_block).
                         last, jacobi = level_at(contact_out.contact_level, world, first)
+                        steps = wp.int32(1)
                         if jacobi:
                             if wp.static(block):
                                 count_level_splits_lanes(bodies, splits, c, order, world, first, last, up, lane, lanes)
                             else:
                                 count_level_splits(bodies, splits, c, order, world, first, last, up)
-                            for _step in range(level_steps(up)):
-                                if wp.static(block):
+                            steps = level_steps(up)
+                        for _step in range(steps):
+                            if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
+                                if jacobi:  # the same on every lane of the world
                                     block_sync(lanes)
-                                level_corrections(
+                            for m in range(first + lane, last, lanes):
+                                level_manifold(
                                     bodies,
                                     splits,
                                     poses,
                                     c,
                                     impulse,
                                     friction,
-                                    order,
                                     world,
-                                    first,
-                                    last,
+                                    order[world, m],
                                     count,
                                     up,
-                                    lane,
-                                    lanes,
+                                    jacobi,
                                 )
+                            if jacobi:
                                 if wp.static(block):
                                     block_sync(lanes)
                                     apply_level_lanes(bodies, splits, c, order, world, first, last, lane, lanes)
                                 else:
                                     apply_level(bodies, splits, c, order, world, first, last)
-                        else:
-                            for m in range(first + lane, last, lanes):
-                                k = order[world, m]
-                                solve_manifold(
-                                    bodies,
-                                    c,
-                                    impulse,
-                                    friction,
-                                    world,
-                                    k,
-                                    manifold_end(c, world, k, count),
-                                    up,
-                                    round_radius(poses, world, c.body_a[world, k]),
-                                    round_radius(poses, world, c.body_b[world, k]),
-                                )
                         if wp.static(block):
                             block_sync(lanes)
                         first = last
