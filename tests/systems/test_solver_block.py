@@ -832,3 +832,40 @@ def test_the_lane_primitives_meet_over_a_worlds_lanes(cpu_blocks, device):
         shared, seen = arrays[1].numpy().reshape(worlds, width), arrays[2].numpy().reshape(worlds, width)
         assert (shared == values.reshape(worlds, width)[:, :1]).all(), (width, group, shared)
         assert (seen == (np.arange(worlds) == 1)[:, None]).all(), (width, group, seen)
+
+
+@pytest.mark.parametrize(
+    "layout,staged,cached,lanes",
+    [
+        ("world", False, False, 32),
+        ("block", False, False, 32),
+        ("world", True, False, 32),
+        ("block", True, True, 32),
+        ("block", True, False, 8),
+    ],
+)
+def test_each_solver_kernel_holds_one_copy_of_the_contact_solve(layout, staged, cached, lanes):
+    """The CUDA source of a solver kernel calls ``manifold_corrections`` (the contact solve, inlined by the compiler)
+    in one place: a manifold on its own and a Jacobi step share it (``level_manifold``) and the contact passes are a
+    loop, not unrolled (Warp unrolls a constant range that holds a static branch). Four copies of it made the
+    staged solve kernel 2.4 times the instructions (``registers-sm90.md``, code size)."""
+    import re
+
+    tables = {"max_bodies": solver.CACHE_BODIES, "max_contacts": solver.CACHE_CONTACTS}
+    systems = physics.solver_systems(layout, None, staged=staged, cached=cached, lanes=lanes, **tables)
+    kernels = [
+        s.on(False).fn
+        for s in systems
+        if s.runs_on(False) and s.on(False).fn not in (solver.begin_substeps, solver.end_substeps)
+    ]
+    assert len(kernels) == (len(solver.STAGED) if staged else 1)
+    for kernel in kernels:
+        module = kernel.module
+        module.hash_module()  # the module's hashers, which its code generation reads
+        options = {**module.options, "block_dim": module.options.get("block_dim", 256)}
+        source = module._run_codegen(options, is_cpu=False)[0]  # CUDA source, without compiling it
+        # Call sites of each function on the way to the solve, less its definition: the code holds as many
+        # copies of the solve as the product of these.
+        calls = {f: len(re.findall(rf"\b{f}_\w*\(", source)) - 1 for f in ("level_manifold", "manifold_corrections")}
+        solves = "solve" in kernel.key or not staged
+        assert calls == dict.fromkeys(calls, 1 if solves else -1), (kernel.key, calls)
