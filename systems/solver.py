@@ -821,13 +821,13 @@ def effective_inverse_mass(
 
 
 @wp.func
-def facing_arm(arm: wp.vec3, rot: wp.mat33, rot_start: wp.mat33, radius_out: wp.vec3) -> wp.vec3:
+def facing_arm(arm: wp.vec3, rot: wp.mat33, q_start: wp.quat, radius_out: wp.vec3) -> wp.vec3:
     """The arm of the surface point facing the other body: ``arm`` (a material point) turned back
     by the body's rotation since the substep began, for the radius part ``radius_out`` of a round
     body (its core point stays material, its surface point stays along the normal)."""
     if wp.length_sq(radius_out) == 0.0:
         return arm
-    return arm - rot * (wp.transpose(rot_start) * radius_out) + radius_out
+    return arm - rot * (wp.transpose(wp.quat_to_matrix(q_start)) * radius_out) + radius_out
 
 
 @wp.func
@@ -1160,8 +1160,8 @@ class PairStart:
     xb_prev: wp.vec3
     rot_a: wp.mat33
     rot_b: wp.mat33
-    rot_a_prev: wp.mat33
-    rot_b_prev: wp.mat33
+    q_a_prev: wp.quat
+    q_b_prev: wp.quat
     round_a: wp.float32
     round_b: wp.float32
     ia: wp.mat33
@@ -1175,8 +1175,8 @@ def point_slip(c: Contacts, world: int, k: int, pair: PairStart) -> wp.vec3:
     """How far contact ``k``'s anchor on A moved against B's since the substep began (``manifold_corrections``)."""
     oa = c.offset_a[world, k]
     ob = c.offset_b[world, k]
-    return ((pair.xa + pair.rot_a * oa) - (pair.xa_prev + pair.rot_a_prev * oa)) - (
-        (pair.xb + pair.rot_b * ob) - (pair.xb_prev + pair.rot_b_prev * ob)
+    return ((pair.xa + pair.rot_a * oa) - (pair.xa_prev + wp.quat_to_matrix(pair.q_a_prev) * oa)) - (
+        (pair.xb + pair.rot_b * ob) - (pair.xb_prev + wp.quat_to_matrix(pair.q_b_prev) * ob)
     )
 
 
@@ -1184,8 +1184,8 @@ def point_slip(c: Contacts, world: int, k: int, pair: PairStart) -> wp.vec3:
 def point_arms(c: Contacts, world: int, k: int, pair: PairStart):
     """The arms of contact ``k``'s points that face each other now (``facing_arm``), from each body's centre."""
     n = c.normal[world, k]
-    ra = facing_arm(pair.rot_a * c.offset_a[world, k], pair.rot_a, pair.rot_a_prev, n * pair.round_a)
-    rb = facing_arm(pair.rot_b * c.offset_b[world, k], pair.rot_b, pair.rot_b_prev, -n * pair.round_b)
+    ra = facing_arm(pair.rot_a * c.offset_a[world, k], pair.rot_a, pair.q_a_prev, n * pair.round_a)
+    rb = facing_arm(pair.rot_b * c.offset_b[world, k], pair.rot_b, pair.q_b_prev, -n * pair.round_b)
     return ra, rb
 
 
@@ -1254,8 +1254,6 @@ def manifold_corrections(
     imb = imb * split_b
     xa_prev = bodies.prev_position[world, a]
     xb_prev = bodies.prev_position[world, b]
-    rot_a_prev = wp.quat_to_matrix(bodies.prev_rotation[world, a])
-    rot_b_prev = wp.quat_to_matrix(bodies.prev_rotation[world, b])
     mu = wp.max(bodies.friction[world, a], bodies.friction[world, b])
     pair = PairStart()
     pair.xa = xa
@@ -1264,8 +1262,8 @@ def manifold_corrections(
     pair.xb_prev = xb_prev
     pair.rot_a = rot_a
     pair.rot_b = rot_b
-    pair.rot_a_prev = rot_a_prev
-    pair.rot_b_prev = rot_b_prev
+    pair.q_a_prev = bodies.prev_rotation[world, a]
+    pair.q_b_prev = bodies.prev_rotation[world, b]
     pair.round_a = round_a
     pair.round_b = round_b
     pair.ia = ia
@@ -1467,8 +1465,8 @@ def solve_manifold_velocity(
     qb = bodies.rotation[world, b]
     rot_a = wp.quat_to_matrix(qa)
     rot_b = wp.quat_to_matrix(qb)
-    rot_a_prev = wp.quat_to_matrix(bodies.prev_rotation[world, a])
-    rot_b_prev = wp.quat_to_matrix(bodies.prev_rotation[world, b])
+    q_a_prev = bodies.prev_rotation[world, a]
+    q_b_prev = bodies.prev_rotation[world, b]
     total = wp.float32(0.0)
     ra_sum = wp.vec3(0.0, 0.0, 0.0)
     rb_sum = wp.vec3(0.0, 0.0, 0.0)
@@ -1480,8 +1478,8 @@ def solve_manifold_velocity(
             nk = c.normal[world, k]
             total += lam
             # The normal speed at the points that face each other now (see solve_manifold).
-            ra_sum += facing_arm(rot_a * c.offset_a[world, k], rot_a, rot_a_prev, nk * round_a) * lam
-            rb_sum += facing_arm(rot_b * c.offset_b[world, k], rot_b, rot_b_prev, -nk * round_b) * lam
+            ra_sum += facing_arm(rot_a * c.offset_a[world, k], rot_a, q_a_prev, nk * round_a) * lam
+            rb_sum += facing_arm(rot_b * c.offset_b[world, k], rot_b, q_b_prev, -nk * round_b) * lam
             n_sum += nk * lam
             approach += normal_speed[world, k] * lam
     if total <= 0.0:
@@ -2452,8 +2450,8 @@ def _step_kernel(
                     n = c.normal[world, k]
                     rot_a = wp.quat_to_matrix(qa)
                     rot_b = wp.quat_to_matrix(qb)
-                    start_a = wp.quat_to_matrix(bodies.prev_rotation[world, a])
-                    start_b = wp.quat_to_matrix(bodies.prev_rotation[world, b])
+                    start_a = bodies.prev_rotation[world, a]
+                    start_b = bodies.prev_rotation[world, b]
                     ra = facing_arm(
                         rot_a * c.offset_a[world, k],
                         rot_a,
