@@ -8,7 +8,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default) at 1k..256k, staged at 1k..64k, whole with and without its cache at 1k..256k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles); a thread per world at 1k (its stage shares too), staged at 16k..256k and, the tables interleaved (``interleave_worlds``), at 64k and 256k; the block with the tables interleaved (``interleave_worlds``) and with 128 registers (``solver_registers``) at 1k and 16k |
+| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default) at 1k..256k, staged at 1k..64k, whole with and without its cache at 1k and 16k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles); a thread per world at 1k (its stage shares too), staged at 16k..256k and, the tables interleaved (``interleave_worlds``), at 64k and 256k |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared (``--hide-and-seek KEY=VALUE,...`` sets hide-and-seek's config here and in ``hide_and_seek``) |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
@@ -270,7 +270,9 @@ def stage_solver(args: argparse.Namespace) -> dict:
     # the block whole, results/gpu/h100-2026-11-26), staged at 16k..256k, where it fills a GPU (on an H200 it passed
     # the block staged and cached at 256k, results/gpu/h200-2026-11-27), and so with the tables interleaved
     # (BatchSim(interleave_worlds=True): a warp's threads, each a world, read adjacent addresses) at 64k and 256k;
-    # then the block interleaved and with its registers capped.
+    # the whole kernels only at 1k and 16k, to compare with the campaigns before the solver's code shrank (one copy of
+    # the contact solve where there were four); no longer the block interleaved (as fast as without on an H100,
+    # 2026-11-27) nor capped at 128 registers (slower on an H100 and an H200): results/gpu/.
     # The block of 8 and of 4 lanes per world (solver_lanes: a warp of 4 or 8 worlds on CUDA, so an SM keeps 4 or 8
     # times the worlds at once), staged without the cache, checked without FMA and timed with it after the default.
     # (layout, registers per thread, worlds interleaved, staged, cached, fma, lanes per world, world counts)
@@ -287,18 +289,14 @@ def stage_solver(args: argparse.Namespace) -> dict:
         ("block", None, False, True, False, True, 8, counts),
         ("block", None, False, True, False, True, 4, counts),
         ("block", None, False, True, False, True, 32, counts[:3]),
-        ("block", None, False, False, False, True, 32, counts),
-        ("block", None, False, False, True, True, 32, counts),
+        ("block", None, False, False, False, True, 32, counts[:2]),
+        ("block", None, False, False, True, True, 32, counts[:2]),
         ("world", None, False, False, False, True, 32, counts[:1]),
         ("world", None, False, True, False, True, 32, counts[1:] or counts),
         ("world", None, True, True, False, True, 32, counts[2:] or counts),
-        ("block", None, True, False, False, True, 32, counts[:2]),
     ]
     if args.quick:  # on CPU every kernel without FMA is another compile: the whole ones only; 8 lanes, not 4
         variants = [v for v in variants if (v[5] or not (v[3] or v[4])) and v[6] in (8, 32)]
-    else:
-        # Capped at 128 registers a lane spills more but an SM holds twice the warps: 5-20 % slower on the H100.
-        variants.append(("block", 128, False, False, False, True, 32, counts[:2]))
     if args.solver_forms:
         variants = _solver_forms(args.solver_forms)
         counts = sorted({n for v in variants for n in v[-1]})

@@ -49,7 +49,6 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
         "world",
         "world, staged",
         "world, interleaved, staged",
-        "block, interleaved",
     ]
     labels = [r["layout"] for r in solver["rows"] if r["layout"] not in ("world, no FMA", "world")]
     assert solver["identical"] == {"4": dict.fromkeys(labels, True)}
