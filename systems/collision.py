@@ -280,6 +280,10 @@ class Poses:
     # Whether the narrowphase keeps a pair's world vertices (a CPU thread) or finds each again where it needs it
     # (a GPU thread, and any Poses left at False): the same values either way (``corner``).
     keep_vertices: wp.bool
+    # Each body's world vertices, written once a substep for all the pairs it is in (``BodyVertices``, a GPU
+    # thread's), read where ``table_vertices``; else ``corner`` finds each again.
+    vertices: wp.array3d[wp.vec3]
+    table_vertices: wp.bool
 
 
 @wp.func
@@ -318,6 +322,24 @@ def world_vertex(poses: Poses, world: int, i: int, k: int) -> wp.vec3:
     return poses.position[world, i] + wp.quat_rotate(
         poses.rotation[world, i], vertex(poses.shape[world, i], poses.size[world, i], k)
     )
+
+
+@wp.func
+def pose_vertex(poses: Poses, world: int, i: int, k: int) -> wp.vec3:
+    """World vertex ``k`` of polyhedron ``i``: from the body's vertex table where ``poses.table_vertices``
+    (``fill_vertices``), else found from its pose; the same value."""
+    if poses.table_vertices:
+        return poses.vertices[world, i, k]
+    return world_vertex(poses, world, i, k)
+
+
+@wp.func
+def fill_vertices(poses: Poses, world: int, i: int):
+    """Writes polyhedron ``i``'s world vertices into its row of the vertex table (``Poses.vertices``), for the
+    narrowphase of every pair it is in; other shapes have none."""
+    if is_polyhedron(poses.shape[world, i]):
+        for k in range(num_vertices(poses.shape[world, i])):
+            poses.vertices[world, i, k] = world_vertex(poses, world, i, k)
 
 
 @wp.func
@@ -416,7 +438,7 @@ def collide_polyhedron_plane(c: Contacts, poses: Poses, world: int, a: int, b: i
     np_ = wp.quat_rotate(poses.rotation[world, b], wp.vec3(0.0, 0.0, 1.0))
     x0 = poses.position[world, b]
     for k in range(num_vertices(poses.shape[world, a])):
-        v = world_vertex(poses, world, a, k)
+        v = pose_vertex(poses, world, a, k)
         dist = wp.dot(v - x0, np_)
         if dist < margin:
             row = emit(c, poses, world, a, b, v, v - np_ * dist, -np_, -dist, row)
@@ -431,8 +453,10 @@ def on_cpu() -> bool:
 
 # The world-frame vertices of a polyhedron (rows past ``num_vertices`` unused), found once per pair on a CPU: the
 # separating-axis tests project them on up to 15 axes, and the contact faces' edges reuse them. A GPU thread
-# finds each again where it needs it (``corner``, the same value; ``Poses.keep_vertices``): kept, the two
-# solids' vertices took a solver thread hundreds of bytes of local memory.
+# reads each from the body's vertex table where it needs it (``corner``, ``pose_vertex``: the same value), which
+# the solver writes once a substep (``fill_vertices``): kept per pair, the two solids' vertices took a solver
+# thread hundreds of bytes of local memory, and turned again at each use, a box pair's separating-axis tests
+# turned some 240 vertices.
 Vertices = wp.types.matrix(shape=(8, 3), dtype=wp.float32)
 
 
@@ -452,7 +476,7 @@ def corner(vertices: Vertices, poses: Poses, world: int, i: int, k: int) -> wp.v
     found again."""
     if poses.keep_vertices:
         return vertices[k]
-    return world_vertex(poses, world, i, k)
+    return pose_vertex(poses, world, i, k)
 
 
 @wp.func

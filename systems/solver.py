@@ -96,7 +96,7 @@ import warp as wp
 
 import ecs
 
-from .collision import Contacts, Poses, collide, on_cpu, shape_extent
+from .collision import Contacts, Poses, collide, fill_vertices, on_cpu, shape_extent
 from .geometry import is_round
 from .grab import GrabJoints
 from .rigid_body import (
@@ -209,7 +209,17 @@ class VelocityBatch:
     value: wp.int32
 
 
-SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SubstepReach, VelocityBatch)
+@ecs.component(shape=(8,))
+class BodyVertices:
+    """Solver scratch: a polyhedron's vertices in the world frame at the substep's start [m] (rows past its
+    ``num_vertices`` unused), written once a substep where a GPU thread runs the narrowphase, which reads them for
+    every pair the body is in instead of turning each vertex again wherever it needs it (``collision.pose_vertex``;
+    the same values). A CPU thread keeps a pair's vertices of its own and leaves this alone."""
+
+    value: wp.vec3
+
+
+SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SubstepReach, VelocityBatch, BodyVertices)
 
 # The stages of a solver substep whose clock cycles a timed solver counts (``step_kernel(timed=True)``), in the
 # order of SolverCycles' entries: reach (keeping the substep before's contacts, each body's reach), narrowphase,
@@ -1569,6 +1579,7 @@ SolverMotion = ecs.bundle(
         ("split_turn", wp.vec3),
         ("substep_reach", wp.float32),
         ("velocity_batch", wp.int32),
+        ("body_vertices", wp.vec3, (8,)),
     ],
 )
 SolverPairs = ecs.bundle("SolverPairs", [("pair_body_a", wp.int32), ("pair_body_b", wp.int32)])
@@ -2286,6 +2297,8 @@ def _step_kernel(
         poses.keep_vertices = on_cpu()
         if wp.static(recompute):
             poses.keep_vertices = False
+        poses.vertices = body_out.body_vertices
+        poses.table_vertices = not poses.keep_vertices
         c = Contacts()
         c.body_a = contact_out.contact_body_a
         c.body_b = contact_out.contact_body_b
@@ -2394,6 +2407,8 @@ def _step_kernel(
                     body_out.substep_reach[world, i] = substep_reach(
                         bodies, poses, world, i, h, gravity, body_in.force[world, i]
                     )
+                    if poses.table_vertices and body_in.alive[world, i] != 0:
+                        fill_vertices(poses, world, i)
                 if wp.static(block):
                     block_sync(lanes)
                 if wp.static(timed):

@@ -52,7 +52,16 @@ def test_body_columns_are_the_physics_body_columns():
     placed = set(BodyColumns.vars)
     # Everything but the broadphase boxes and the solver's scratch, which find_pairs and step_bodies
     # recompute before reading them.
-    scratch = {"aabb_lower", "aabb_upper", "split_count", "split_move", "split_turn", "substep_reach", "velocity_batch"}
+    scratch = {
+        "aabb_lower",
+        "aabb_upper",
+        "split_count",
+        "split_move",
+        "split_turn",
+        "substep_reach",
+        "velocity_batch",
+        "body_vertices",
+    }
     assert names - placed == scratch and placed <= names
     assert systems.place_body is place_body and systems.BodyColumns is BodyColumns
 

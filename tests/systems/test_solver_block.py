@@ -243,9 +243,10 @@ def test_without_cpu_blocks_the_block_kernel_runs_one_lane_with_the_same_result(
 
 
 def test_the_rows_a_gpu_thread_recomputes_give_what_the_cpu_keeps():
-    """``manifold_corrections`` keeps each point's rows, and the narrowphase each pair's world vertices, on the CPU and
-    finds them again on CUDA (less local memory); ``step_kernel(recompute=True)`` runs the CUDA path on the CPU,
-    which must give the same result."""
+    """``manifold_corrections`` keeps each point's rows, and the narrowphase each pair's world vertices, on the CPU;
+    on CUDA it finds the rows again and reads the vertices from a table of every body's, written once a substep
+    (``BodyVertices``); ``step_kernel(recompute=True)`` runs the CUDA path on the CPU, which must give the same
+    result."""
     kernel = solver.step_kernel(False, None, recompute=True)
     assert solver.is_step_kernel(kernel) and kernel is not solver.step_bodies
 
