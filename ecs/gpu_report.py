@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -146,6 +147,9 @@ def stage_device(args: argparse.Namespace) -> dict:
             info["nvidia_smi"] = f"unavailable: {e}"
     else:
         info["name"] = platform.processor() or platform.machine()
+    # Profilers on the machine (None where absent): Nsight Compute's stall reasons would tell a kernel held by
+    # instruction fetch (its code larger than the SM's instruction caches) from one held by memory or dependencies.
+    info["profilers"] = {tool: shutil.which(tool) for tool in ("ncu", "nsys", "cuobjdump", "nvdisasm")}
     return info
 
 

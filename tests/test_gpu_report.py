@@ -30,6 +30,7 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert [s for s in report["stages"]] == stages.split(",")
     assert all(e["status"] == "ok" for e in report["stages"].values()), report["stages"]
+    assert set(report["stages"]["device"]["result"]["profilers"]) == {"ncu", "nsys", "cuobjdump", "nvdisasm"}
     identity = report["stages"]["identity"]["result"]
     assert identity["cartpole"]["identical"] and identity["hide_and_seek"]["identical"]
     assert identity["hide_and_seek"]["episodes_begun"] >= 2 * identity["hide_and_seek"]["num_worlds"]  # resets ran
