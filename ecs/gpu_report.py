@@ -8,7 +8,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default) at 1k..256k, staged at 1k..64k, whole with and without its cache at 1k and 16k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles); a thread per world at 1k (its stage shares too), staged at 16k..256k and, the tables interleaved (``interleave_worlds``), at 64k and 256k |
+| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default) at 1k..256k, staged at 1k..64k, whole with and without its cache at 1k and 16k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles, and its staged launches timed); a thread per world at 1k (its stage shares too), staged at 16k..256k and, the tables interleaved (``interleave_worlds``), at 64k and 256k |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared (``--hide-and-seek KEY=VALUE,...`` sets hide-and-seek's config here and in ``hide_and_seek``) |
 | ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), and ``sim.profile`` per system at 16k worlds |
@@ -321,6 +321,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
             _partial(args, result)
             for scene in list(PROBE_SCENES)[1:]:  # one manifold's solve, timed on its own
                 result["stages"].append(_solver_stages(args, "block", counts[0], scene))
+                result["staged_profile"].append(_staged_profile(args, counts[0], scene))
                 _partial(args, result)
         for n in variant_counts:
             # A variant that does not finish in this long is taken to hang (a kernel the GPU never returns
@@ -480,15 +481,15 @@ def _solver_stages(args: argparse.Namespace, layout: str, n: int, scene: str = "
     return row
 
 
-def _staged_profile(args: argparse.Namespace, n: int) -> dict:
+def _staged_profile(args: argparse.Namespace, n: int, scene: str = "random level") -> dict:
     """The staged block solver's launches (with its cache on CUDA, as by default) timed one by one (``sim.profile``:
     a device synchronisation around each), summed over the substeps per stage of ``solver.STAGED``: seconds per step
-    and share of the solver's time."""
+    and share of the solver's time, in hide-and-seek's ``scene`` (of ``PROBE_SCENES``)."""
     import importlib
 
     staged = importlib.import_module("systems.solver").STAGED
-    row: dict[str, Any] = {"num_worlds": n}
-    sim = _stepped_sim(args, n, row, solver_layout="block", solver_staged=True)
+    row: dict[str, Any] = {"num_worlds": n, "scene": scene}
+    sim = _stepped_sim(args, n, row, solver_layout="block", solver_staged=True, **PROBE_SCENES[scene])
     if sim is None:
         return row
     tree = sim.profile(2 if args.quick else 5).as_dict()["tree"]
@@ -502,7 +503,7 @@ def _staged_profile(args: argparse.Namespace, n: int) -> dict:
     row["seconds_per_step"] = seconds
     row["share"] = {k: v / total if total > 0 else 0.0 for k, v in seconds.items()}
     row["step_seconds"] = tree["seconds"]
-    _say(f"staged solver {n} worlds: " + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in seconds.items()))
+    _say(f"staged solver {n} worlds, {scene}: " + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in seconds.items()))
     return row
 
 
@@ -896,9 +897,10 @@ def _write(out: str, report: dict) -> None:
                 names = list(staged_rows[0]["share"])
                 lines += ["", "Staged solver, each stage's launches timed by `sim.profile` (us per step, share):", ""]
                 lines += _table(
-                    ["num_worlds", *names, "eager step (us)"],
+                    ["scene", "num_worlds", *names, "eager step (us)"],
                     [
                         [
+                            r.get("scene", "random level"),
                             r["num_worlds"],
                             *(f"{r['seconds_per_step'][k] * 1e6:,.0f} ({r['share'][k]:.0%})" for k in names),
                             f"{r['step_seconds'] * 1e6:,.0f}",
