@@ -277,13 +277,12 @@ class Poses:
     size: wp.array2d[wp.vec3]
     position: wp.array2d[wp.vec3]
     rotation: wp.array2d[wp.quat]
-    # Whether the narrowphase keeps a pair's world vertices (a CPU thread) or finds each again where it needs it
-    # (a GPU thread, and any Poses left at False): the same values either way (``corner``).
+    # Whether the narrowphase keeps a pair's world vertices (a CPU thread) or reads each from ``vertices`` where it
+    # needs it (a GPU thread): the same values either way (``corner``, ``pose_vertex``).
     keep_vertices: wp.bool
-    # Each body's world vertices, written once a substep for all the pairs it is in (``BodyVertices``, a GPU
-    # thread's), read where ``table_vertices``; else ``corner`` finds each again.
+    # Each body's world vertices, written once a substep for all the pairs it is in (``BodyVertices``,
+    # ``fill_vertices``) where the narrowphase does not keep them.
     vertices: wp.array3d[wp.vec3]
-    table_vertices: wp.bool
 
 
 @wp.func
@@ -326,11 +325,11 @@ def world_vertex(poses: Poses, world: int, i: int, k: int) -> wp.vec3:
 
 @wp.func
 def pose_vertex(poses: Poses, world: int, i: int, k: int) -> wp.vec3:
-    """World vertex ``k`` of polyhedron ``i``: from the body's vertex table where ``poses.table_vertices``
-    (``fill_vertices``), else found from its pose; the same value."""
-    if poses.table_vertices:
-        return poses.vertices[world, i, k]
-    return world_vertex(poses, world, i, k)
+    """World vertex ``k`` of polyhedron ``i``: found from its pose where the narrowphase keeps vertices, else read
+    from the body's vertex table (``fill_vertices``); the same value."""
+    if poses.keep_vertices:
+        return world_vertex(poses, world, i, k)
+    return poses.vertices[world, i, k]
 
 
 @wp.func
@@ -473,7 +472,7 @@ def world_vertices(poses: Poses, world: int, i: int) -> Vertices:
 @wp.func
 def corner(vertices: Vertices, poses: Poses, world: int, i: int, k: int) -> wp.vec3:
     """World vertex ``k`` of body ``i``: from ``vertices`` (``world_vertices``) where ``poses.keep_vertices``, else
-    found again."""
+    from the body's vertex table (``pose_vertex``)."""
     if poses.keep_vertices:
         return vertices[k]
     return pose_vertex(poses, world, i, k)

@@ -2298,7 +2298,6 @@ def _step_kernel(
         if wp.static(recompute):
             poses.keep_vertices = False
         poses.vertices = body_out.body_vertices
-        poses.table_vertices = not poses.keep_vertices
         c = Contacts()
         c.body_a = contact_out.contact_body_a
         c.body_b = contact_out.contact_body_b
@@ -2407,7 +2406,7 @@ def _step_kernel(
                     body_out.substep_reach[world, i] = substep_reach(
                         bodies, poses, world, i, h, gravity, body_in.force[world, i]
                     )
-                    if poses.table_vertices and body_in.alive[world, i] != 0:
+                    if not poses.keep_vertices and body_in.alive[world, i] != 0:
                         fill_vertices(poses, world, i)
                 if wp.static(block):
                     block_sync(lanes)
