@@ -18,7 +18,8 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    an XPBD constraint with zero compliance; its anchors are the contact points in the two body
    frames). The solve starts warm: each point takes the impulses that the nearest point of its
    pair had in the substep before (``warm_start``; not across steps, between which a world may be
-   reset), so a body at rest starts where the last substep left it. ``CONTACT_PASSES`` Gauss-Seidel passes over the world's manifolds, taken from the
+   reset), so a body at rest starts where the last substep left it. ``contact_passes`` Gauss-Seidel passes (a
+   resource, ``PhysicsConfig.contact_passes``, ``CONTACT_PASSES`` by default) over the world's manifolds, taken from the
    bottom up (by the height of their points, ``order_manifolds``) so that neither the result
    nor a stack's support depends on the order the bodies are listed in; within a
    manifold, a few projected Gauss-Seidel sweeps over its points, linearised about the pair's
@@ -114,7 +115,10 @@ from .rigid_body import (
 wp.set_module_options({"enable_backward": False})
 
 
-CONTACT_PASSES = wp.constant(2)  # Gauss-Seidel passes over a world's contact manifolds per substep
+# Gauss-Seidel passes over a world's contact manifolds per substep, by default (the ``contact_passes`` resource,
+# PhysicsConfig.contact_passes). More passes converge a substep further; in hide-and-seek fewer substeps of more
+# passes cost less but leave bodies deeper inside each other (envs/hide_and_seek/README.md, "Substeps and passes").
+CONTACT_PASSES = 2
 # Sweeps over one manifold's points in the passes before the last (linearised), every other one in
 # reverse order. With two sweeps in one order, what the floor contacts' sweeps left over differed
 # between the cubes of a row pressed together from both ends, and 2 or 3 such cubes crept 2-7 mm
@@ -2231,6 +2235,7 @@ def _step_kernel(
         # Resources:
         physics_dt: float,
         physics_substeps: int,
+        contact_passes: int,
         gravity: float,
         linear_damping: float,
         angular_damping: float,
@@ -2549,7 +2554,7 @@ def _step_kernel(
                     manifolds = world_solver_counts_out[world, 1]
                 # A loop, not unrolled (Warp unrolls a constant range that holds static branches): one copy of the
                 # pass in the kernel's code, which a GPU's instruction cache holds more easily.
-                passes = wp.int32(CONTACT_PASSES)
+                passes = wp.max(contact_passes, 1)
                 for it in range(passes):
                     # Joints first in every pass, contacts after: a held body may lag its holder a little,
                     # but is never left driven into another body (whose push-back would become speed).
@@ -2574,7 +2579,7 @@ def _step_kernel(
                     if wp.static(timed):
                         clock = lap(world_solver_cycles_out, world, lane, 5, clock)
                     up = wp.vec3(0.0, 0.0, 0.0)
-                    if it == CONTACT_PASSES - 1:
+                    if it == passes - 1:
                         up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
                     first = wp.int32(0)
                     while first < manifolds:

@@ -7,7 +7,7 @@ each solving every manifold again. Each manifold's sweeps go over its points one
 point-sweeps (one point of one manifold, once) per substep, at most (a manifold stops sweeping once its points
 settle, ``solver.SETTLED``):
 
-- ``work``: every manifold's points times its sweeps, over the passes (``CONTACT_PASSES``: ``FIRST_SWEEPS`` in the
+- ``work``: every manifold's points times its sweeps, over the passes (``contact_passes``: ``FIRST_SWEEPS`` in the
   passes before the last, ``NORMAL_SWEEPS`` in the last; a Jacobi level once in the first, ``LEVEL_STEPS`` times
   in the last);
 - ``path``: the same with each level counted for its busiest lane only: what one world's block waits for.
@@ -33,12 +33,13 @@ def world_depth(
     levels: np.ndarray,
     count: int,
     lanes: int = solver.SOLVER_LANES,
+    passes: int = solver.CONTACT_PASSES,
 ) -> dict[str, float]:
     """One world's solve (its contact table's first ``count`` rows, ``order`` and ``levels`` as the solver leaves
-    them): contact rows, manifolds, levels, Jacobi levels, and ``work`` and ``path`` in point-sweeps per substep."""
+    them): contact rows, manifolds, levels, Jacobi levels, and ``work`` and ``path`` in point-sweeps per substep of
+    ``passes`` contact passes (the ``contact_passes`` resource)."""
     starts = [k for k in range(count) if k == 0 or (body_a[k], body_b[k]) != (body_a[k - 1], body_b[k - 1])]
     points = {s: e - s for s, e in zip(starts, [*starts[1:], count], strict=True)}
-    passes = int(solver.CONTACT_PASSES)
     sweeps = [int(solver.FIRST_SWEEPS)] * (passes - 1) + [int(solver.NORMAL_SWEEPS)]
     steps = [1] * (passes - 1) + [int(solver.LEVEL_STEPS)]
     first = n_levels = jacobi = work = path = 0
@@ -64,13 +65,19 @@ def world_depth(
 
 
 def depth(sim: Any, lanes: int = solver.SOLVER_LANES) -> list[dict[str, float]]:
-    """``world_depth`` of every world of a simulation with the solver's tables (``systems.physics``)."""
+    """``world_depth`` of every world of a simulation with the solver's tables (``systems.physics``), at its
+    ``contact_passes``."""
+    passes = int(
+        sim.env.resources.get("contact_passes", getattr(sim.env.config, "contact_passes", solver.CONTACT_PASSES))
+    )
     columns = {c: sim.tensor("contact", c).cpu().numpy() for c in ("contact_body_a", "contact_body_b")}
     order = sim.tensor("contact", "contact_order").cpu().numpy()
     levels = sim.tensor("contact", "contact_level").cpu().numpy()
     counts = sim.tensor("world", "contact_count").cpu().numpy()
     return [
-        world_depth(columns["contact_body_a"][w], columns["contact_body_b"][w], order[w], levels[w], int(n), lanes)
+        world_depth(
+            columns["contact_body_a"][w], columns["contact_body_b"][w], order[w], levels[w], int(n), lanes, passes
+        )
         for w, n in enumerate(counts)
     ]
 

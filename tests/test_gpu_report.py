@@ -38,6 +38,10 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
     assert report["stages"]["hide_and_seek"]["result"]["config"] == {"solver_staged": True}
     assert "solver_collide_0" in report["stages"]["hide_and_seek"]["result"]["profile"]
+    budgets = report["stages"]["hide_and_seek"]["result"]["budgets"]
+    assert [(r["physics_substeps"], r["contact_passes"]) for r in budgets] == [(8, 2), (6, 2), (4, 4), (4, 3)]
+    assert all(r["num_worlds"] == 4 and r["env_steps_per_s"] > 0 for r in budgets)
+    assert "| 4 x 4 | 4 |" in (out / "report.md").read_text()
     solver = report["stages"]["solver"]["result"]
     assert [r["layout"] for r in solver["rows"]] == [
         "world, no FMA",
@@ -162,3 +166,19 @@ def test_stage_logs_and_junit_failures_reach_the_report(tmp_path):
     assert [f["test"] for f in got["failures"]] == ["tests.a::test_bad[cuda:0]", "tests.b::test_err"]
     assert "can't convert" in got["failures"][0]["message"]
     assert "did not finish" in _junit_failures(str(tmp_path / "missing.xml"))["junit"]
+
+
+def test_the_cartpole_stage_measures_its_two_targets_first(tmp_path):
+    """The fused step against the bandwidth bound and the host time of a step, from a run of their own before the
+    sweeps, so a stage cut short still has them; report.md states them beside the targets."""
+    out = tmp_path / "report"
+    p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", "cartpole")
+    assert p.returncode == 0, p.stderr
+    result = json.loads((out / "report.json").read_text())["stages"]["cartpole"]["result"]
+    assert list(result)[:2] == ["targets", "targets_results"] and result["targets"]["rc"] == 0
+    bandwidth, overhead = result["targets_results"]["bandwidth"], result["targets_results"]["overhead"]
+    assert 0 < bandwidth["fraction_of_bound"] < 1 and bandwidth["host_us_per_step"] > 0
+    assert overhead["engine_captured_us_per_step"] > 0
+    assert result["suite_results"]["bandwidth"] is None  # measured once, in the targets' run
+    md = (out / "report.md").read_text()
+    assert f"{bandwidth['fraction_of_bound']:.0%} of the bandwidth bound (target: 50 %)" in md

@@ -167,6 +167,38 @@ def test_sphere_driven_into_a_wall_never_passes_through():
     assert traj[-1] > wall_x - r - 0.01, "the sphere must stay against the wall"
 
 
+def pressed_row_overlap(cubes: int, force: float, passes: int, reverse: bool) -> np.ndarray:
+    """A row of ``cubes`` 0.5 m cubes 2 mm apart on the floor, the last pushed with ``force`` towards a static
+    wall at x = 0: the row's summed overlap (wall and cube faces along x) at the end of each of 15 steps."""
+    half = 0.25
+    row = [
+        BodySpec(ShapeType.BOX, size=(half,) * 3, position=(-half - (2 * half + 0.002) * i, 0, half))
+        for i in range(cubes)
+    ]
+    wall = BodySpec(ShapeType.BOX, size=(0.1, 2.0, 1.0), position=(0.1, 0, 1.0), response=Response.STATIC)
+    bodies = [scene.floor(), wall, *(row[::-1] if reverse else row)]
+    sim = scene.build(bodies, PhysicsConfig(max_bodies=16, contact_passes=passes))
+    rows = [2 + (cubes - 1 - i if reverse else i) for i in range(cubes)]  # the table rows from the wall outwards
+    sim.tensor("body", "force")[:, rows[-1], 0] = force
+    x = run(sim, 15, "position")["position"][:, 0, rows, 0]
+    return (x[:, 0] + half) + (x[:, 1:] + 2 * half - x[:, :-1]).sum(axis=1)
+
+
+@pytest.mark.parametrize(("cubes", "force", "reverse"), [(3, 100.0, False), (4, 60.0, True)])
+def test_more_contact_passes_leave_a_pressed_row_less_overlapped(cubes, force, reverse):
+    """The exact answer is no overlap; each Gauss-Seidel pass (``contact_passes``) over the row's contacts, one
+    Jacobi level that moves shared cubes, brings the solve closer to it. The row is at rest by step 12."""
+    overlap = {p: pressed_row_overlap(cubes, force, p, reverse) for p in (1, 2, 4, 6)}
+    for p, o in overlap.items():
+        assert np.ptp(o[-4:]) < 1e-4, (p, o[-4:])  # at rest: the same overlap step after step, within 0.1 mm
+    final = [float(overlap[p][-1]) for p in (1, 2, 4, 6)]
+    assert final[0] > final[1] > final[2] > final[3] > 0.0, final
+    assert final[3] < 0.45 * final[0], final
+    with pytest.raises(ecs.ConfigError, match=r"contact_passes must be an int >= 1, got 0"):
+        PhysicsConfig(contact_passes=0)
+    assert physics.resources(PhysicsConfig(contact_passes=3))["contact_passes"] == 3
+
+
 def test_every_shape_comes_to_rest_on_the_floor_without_sinking():
     S = ShapeType
     # One scene per world: (bodies on the floor, the lowest point of each body relative to its centre).

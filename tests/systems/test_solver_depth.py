@@ -50,24 +50,34 @@ def test_work_and_path_follow_the_documented_count():
     assert j["path"] == 4 * (FIRST + STEPS * LAST) + 2 * both
 
 
+@pytest.mark.parametrize("passes", [1, 3, 4])
+def test_each_pass_before_the_last_adds_a_linearised_pass(passes):
+    """``contact_passes``: ``passes - 1`` passes of FIRST sweeps (a Jacobi level once each), then the last."""
+    both = (passes - 1) * FIRST + LAST
+    r = world_depth(*tables(False), count=10, passes=passes)
+    assert r["work"] == 10 * both and r["path"] == 6 * both
+    j = world_depth(*tables(True), count=10, passes=passes)
+    assert j["work"] == 8 * ((passes - 1) * FIRST + STEPS * LAST) + 2 * both
+
+
 def cube(x: float, z: float) -> BodySpec:
     return BodySpec(ShapeType.BOX, size=(HALF,) * 3, position=(x, 0.0, z))
 
 
-def settled(bodies: list[BodySpec], steps: int = 10):
-    sim = scene.build(bodies, PhysicsConfig(max_bodies=16), num_worlds=2)
+def settled(bodies: list[BodySpec], steps: int = 10, passes: int = solver.CONTACT_PASSES):
+    sim = scene.build(bodies, PhysicsConfig(max_bodies=16, contact_passes=passes), num_worlds=2)
     for _ in range(steps):
         sim.step()
     return depth(sim)
 
 
-@pytest.mark.parametrize("top_first", [False, True])
-def test_a_stack_is_a_level_per_cube_and_no_lane_shortens_it(top_first):
+@pytest.mark.parametrize("top_first,passes", [(False, 2), (True, 2), (False, 3)])
+def test_a_stack_is_a_level_per_cube_and_no_lane_shortens_it(top_first, passes):
     cubes = [cube(0.01 * i, HALF + 2 * HALF * i) for i in range(3)]
-    rows = settled([scene.floor(), *(cubes[::-1] if top_first else cubes)])
+    rows = settled([scene.floor(), *(cubes[::-1] if top_first else cubes)], passes=passes)
     for r in rows:
         assert (r["manifolds"], r["levels"], r["jacobi_levels"]) == (3, 3, 0)
-        assert r["path"] == r["work"] == r["rows"] * (FIRST + LAST)
+        assert r["path"] == r["work"] == r["rows"] * ((passes - 1) * FIRST + LAST)
 
 
 def test_cubes_apart_on_the_floor_are_one_level_the_lanes_share():
