@@ -333,6 +333,8 @@ def test_reward_types_match_numpy():
         ({"door_dropout_prob": 1.5}, "door_dropout_prob"),
         ({"quadrant_size": 1.0}, "quadrant_size"),
         ({"scenario": "quadrant", "quadrant_size": 0.1}, "hold a door"),
+        ({"contact_passes": 0}, "contact_passes and max_episode_steps must be >= 1"),
+        ({"contact_passes": 2.5}, r"contact_passes must be an int, got 2.5 \(float\)"),
     ],
 )
 def test_bad_reward_and_scenario_settings_are_refused(overrides, message):
