@@ -119,6 +119,19 @@ wp.set_module_options({"enable_backward": False})
 # PhysicsConfig.contact_passes). More passes converge a substep further; in hide-and-seek fewer substeps of more
 # passes cost less but leave bodies deeper inside each other (envs/hide_and_seek/README.md, "Substeps and passes").
 CONTACT_PASSES = 2
+# The step's scalar resources, one parameter of the solver's kernels (``physics.resources`` names each).
+StepResources = ecs.resource_bundle(
+    "StepResources",
+    {
+        "physics_dt": float,
+        "physics_substeps": int,
+        "contact_passes": int,
+        "gravity": float,
+        "linear_damping": float,
+        "angular_damping": float,
+        "contact_margin": float,
+    },
+)
 # Sweeps over one manifold's points in the passes before the last (linearised), every other one in
 # reverse order. With two sweeps in one order, what the floor contacts' sweeps left over differed
 # between the cubes of a row pressed together from both ends, and 2 or 3 such cubes crept 2-7 mm
@@ -2232,14 +2245,8 @@ def _step_kernel(
     whole = stage is None
 
     def step_bodies(
-        # Resources:
-        physics_dt: float,
-        physics_substeps: int,
-        contact_passes: int,
-        gravity: float,
-        linear_damping: float,
-        angular_damping: float,
-        contact_margin: float,
+        # Resources (StepResources: physics_dt, physics_substeps, contact_passes, gravity, damping, contact_margin):
+        physics: StepResources,
         # Components in:
         body_in: SolverBodies,
         pair_in: SolverPairs,
@@ -2254,6 +2261,13 @@ def _step_kernel(
         world_solver_counts_out: wp.array2d[wp.int32],
     ):
         """One physics step of every body of a world: substeps of integrate, collide, solve, update."""
+        physics_dt = physics.physics_dt
+        physics_substeps = physics.physics_substeps
+        contact_passes = physics.contact_passes
+        gravity = physics.gravity
+        linear_damping = physics.linear_damping
+        angular_damping = physics.angular_damping
+        contact_margin = physics.contact_margin
         if wp.static(block and group == 1):
             world, lane = wp.tid()
             lanes = wp.block_dim()
