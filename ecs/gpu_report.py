@@ -247,7 +247,9 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
             )
             _partial(args, result)
             del sim
-    result["budgets"] = _physics_budgets(args, [4] if args.quick else [16384, 65536], steps, repeats, window)
+        if wide:  # the budgets before the sensors a thread per agent (slower on every GPU so far)
+            result["budgets"] = []
+            _physics_budgets(args, result, [4] if args.quick else [16384, 65536], steps, repeats, window)
     return result
 
 
@@ -390,12 +392,13 @@ def stage_solver(args: argparse.Namespace) -> dict:
 PHYSICS_BUDGETS = ((8, 2), (6, 2), (4, 4), (4, 3))
 
 
-def _physics_budgets(args: argparse.Namespace, counts: list[int], steps: int, repeats: int, window) -> list[dict]:
+def _physics_budgets(args: argparse.Namespace, result: dict, counts: list[int], steps: int, repeats: int, window):
     """Hide-and-seek's env steps/s at each of ``PHYSICS_BUDGETS`` (with ``--hide-and-seek``'s fields) and
-    ``counts`` worlds: what fewer substeps of more passes buy on this device."""
+    ``counts`` worlds, into ``result["budgets"]`` row by row: what fewer substeps of more passes buy on this
+    device."""
     import torch
 
-    rows = []
+    rows = result["budgets"]
     for substeps, passes in PHYSICS_BUDGETS:
         for n in counts:
             row: dict[str, Any] = {"num_worlds": n, "physics_substeps": substeps, "contact_passes": passes}
@@ -417,8 +420,8 @@ def _physics_budgets(args: argparse.Namespace, counts: list[int], steps: int, re
             per_step = _timed(sim.step, steps, repeats, args.device, window)
             row.update(env_steps_per_s=n / per_step, us_per_step=per_step * 1e6)
             _say(f"hide_and_seek {n} worlds, {substeps} substeps of {passes} passes: {n / per_step:,.0f} env steps/s")
+            _partial(args, result)
             del sim
-    return rows
 
 
 def _stepped_sim(args: argparse.Namespace, n: int, row: dict, **overrides: Any):
