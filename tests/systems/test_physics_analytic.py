@@ -199,6 +199,31 @@ def test_more_contact_passes_leave_a_pressed_row_less_overlapped(cubes, force, r
     assert physics.resources(PhysicsConfig(contact_passes=3))["contact_passes"] == 3
 
 
+@pytest.mark.parametrize(("gap_mm", "touching"), [(3.0, False), (0.5, True)])
+@pytest.mark.parametrize("turn", [0.0, math.pi / 2])
+def test_cubes_corner_to_corner_touch_only_within_the_margin(gap_mm, touching, turn):
+    """Two cubes turned 45 degrees about z, corner to corner ``gap_mm`` apart (the line between them turned by
+    ``turn``): the speculative margin is about 2.4 mm (1 mm plus each body's reach in a substep), so 0.5 mm apart
+    they have a contact and 3 mm apart none. (The separating-axis tests alone would give the 3 mm pair a contact
+    2.1 mm deep: no face or edge axis of theirs runs corner to corner.)"""
+    half, q = 0.25, (0.0, 0.0, math.sin(math.pi / 8), math.cos(math.pi / 8))
+    reach = half * math.sqrt(2.0)  # centre to corner along the line
+    line = np.array([math.cos(turn), math.sin(turn), 0.0])
+    centres = [-(reach + gap_mm / 2000) * line, (reach + gap_mm / 2000) * line]
+    bodies = [scene.floor()] + [
+        BodySpec(ShapeType.BOX, size=(half,) * 3, position=(c[0], c[1], half), rotation=q) for c in centres
+    ]
+    sim = scene.build(bodies)
+    sim.step()
+    a, b = scene.column(sim, "contact_body_a", "contact"), scene.column(sim, "contact_body_b", "contact")
+    count = int(sim.tensor("world", "contact_count")[0])
+    between = [k for k in range(count) if {int(a[0, k]), int(b[0, k])} == {1, 2}]
+    assert bool(between) == touching, (count, between)
+    if touching:
+        depth = scene.column(sim, "contact_depth", "contact")[0, between]
+        assert np.all(depth < 0.0) and np.all(depth > -gap_mm / 1000), depth  # apart, by less than the gap
+
+
 def test_every_shape_comes_to_rest_on_the_floor_without_sinking():
     S = ShapeType
     # One scene per world: (bodies on the floor, the lowest point of each body relative to its centre).
