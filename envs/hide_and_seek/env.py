@@ -162,7 +162,7 @@ class HideAndSeekConfig:
     physics_dt: float = 0.075  # s per step (OpenAI's: 15 MuJoCo steps of 5 ms)
     physics_substeps: int = 8  # XPBD substeps per step (0.0094 s each); 4 left held boxes up to 7 cm deep in others
     # Gauss-Seidel passes over the contacts per substep; fewer substeps of more passes cost less but leave bodies
-    # deeper inside each other (README, "Substeps and passes": 4 of 4 ran 1.27x as fast as 8 of 2 on CPU)
+    # deeper inside each other (README, "Substeps and passes": 4 of 4 ran 1.25x as fast as 8 of 2 on CPU)
     contact_passes: int = 2
     gravity: float = -50.0  # m/s^2 (OpenAI's)
     wide_sensors: bool = (
