@@ -9,18 +9,19 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
 | ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default) at 1k..256k, staged at 1k..64k, whole with and without its cache at 1k and 16k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles, and its staged launches timed); a thread per world at 1k (its stage shares too), staged at 16k..256k and, the tables interleaved (``interleave_worlds``), at 64k and 256k |
-| ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared (``--hide-and-seek KEY=VALUE,...`` sets hide-and-seek's config here and in ``hide_and_seek``) |
-| ``cartpole`` | ``python -m ecs bench cartpole`` at 4k..1M worlds, and ``bench_suite.py`` (throughput against N and K, bandwidth bound from ``sim.step_bytes``, host time of one captured step, eager torch baseline) |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), ``sim.profile`` per system at 16k worlds, and at 16k and 64k the rate at fewer substeps of more contact passes (``PHYSICS_BUDGETS``) |
+| ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared (``--hide-and-seek KEY=VALUE,...`` sets hide-and-seek's config here and in ``hide_and_seek``) |
+| ``cartpole`` | first its two targets (``bench_suite.py --bandwidth --overhead``: the fused step against the bandwidth bound from ``sim.step_bytes``, host time of one captured step), then ``python -m ecs bench cartpole`` at 4k..1M worlds and ``bench_suite.py``'s throughput against N and K with eager torch and JAX baselines |
 | ``policy_step`` | a captured policy forward plus step (``ecs.adapters.PolicyStep``) against the two done separately |
 | ``tests`` | the test suite's CUDA cases (``pytest -k cuda``) |
 | ``registers`` | registers, local memory and max threads per block of the hide-and-seek kernels, read from the CUDA driver |
 | ``envs`` | ``python -m ecs bench`` of every registered env at 1k and 16k worlds |
 | ``dist`` | ``python -m ecs dist-bench cartpole`` as one rank |
 
-Two device calls finish the campaign: ``python -m ecs gpu-report --out DIR`` and then, if the budget
-ran out, ``python -m ecs gpu-report --out DIR --resume`` (runs only the stages not yet in
-``DIR/report.json``). On CPU, ``--device cpu --quick`` runs every stage at toy sizes (the tests use it).
+One device call finishes what decides: with the default budget and stage limits, ``python -m ecs gpu-report
+--out DIR`` runs device, solver, hide_and_seek, identity and cartpole; ``--resume`` in a later call runs only the
+stages not yet in ``DIR/report.json``. A kernel cache in the checkout's ``.wpcache`` (built beforehand with
+``python -m tests.cuda_codegen``) is used where ``WARP_CACHE_PATH`` names no other. On CPU, ``--device cpu --quick`` runs every stage at toy sizes (the tests use it).
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ from typing import Any
 STAGES = (
     "device",
     "solver",
+    "hide_and_seek",
     "identity",
     "cartpole",
-    "hide_and_seek",
     "policy_step",
     "tests",
     "registers",
@@ -51,6 +52,9 @@ STAGES = (
     "dist",
 )
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A kernel cache built on any machine (``python -m tests.cuda_codegen ... --cache .wpcache``) and carried to the GPU
+# machine: the stages use it where WARP_CACHE_PATH names no other, so they spend no device time compiling.
+CACHE = os.path.join(ROOT, ".wpcache")
 
 
 # -- stages (each runs in a child process and returns a JSON-able dict) ----------------------------------
@@ -150,6 +154,7 @@ def stage_device(args: argparse.Namespace) -> dict:
     # Profilers on the machine (None where absent): Nsight Compute's stall reasons would tell a kernel held by
     # instruction fetch (its code larger than the SM's instruction caches) from one held by memory or dependencies.
     info["profilers"] = {tool: shutil.which(tool) for tool in ("ncu", "nsys", "cuobjdump", "nvdisasm")}
+    info["kernel_cache"] = wp.config.kernel_cache_dir  # the checkout's .wpcache where one was carried
     return info
 
 
@@ -1060,8 +1065,8 @@ def main(argv: list[str] | None = None) -> int:
         "--limit",
         default="",
         metavar="STAGE=SECONDS,...",
-        help="a stage's own time limit, e.g. solver=150 (defaults: solver 360, tests and cartpole 300, "
-        "hide_and_seek and envs 240, the others 120)",
+        help="a stage's own time limit, e.g. solver=150 (defaults: solver 230, hide_and_seek 120, identity 50, "
+        "cartpole 70, tests 300, envs 240, the others 120)",
     )
     parser.add_argument(
         "--solver-forms",
@@ -1106,7 +1111,9 @@ def main(argv: list[str] | None = None) -> int:
             report = json.load(f)
         wanted = [s for s in wanted if report["stages"].get(s, {}).get("status") != "ok"]
     deadline = time.perf_counter() + args.budget_s
-    limits = {"tests": 300, "cartpole": 300, "hide_and_seek": 240, "solver": 360, "envs": 240}
+    # Sized for a 15-minute device lease: the first five stages fit one call of ``--budget-s`` (the solver's rows that
+    # decide come first within its 230 s; cartpole's targets first within its 70 s).
+    limits = {"solver": 230, "hide_and_seek": 120, "identity": 50, "cartpole": 70, "tests": 300, "envs": 240}
     limits |= _pairs(args.limit, "--limit")
     unknown = sorted(set(limits) - set(STAGES))
     if unknown or not all(isinstance(v, int | float) and v > 0 for v in limits.values()):
@@ -1125,6 +1132,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         print(f"gpu-report: {name} ...", file=sys.stderr, flush=True)
         env = dict(os.environ, ECS_GPU_REPORT_LOG=log, PYTHONUNBUFFERED="1")
+        if "WARP_CACHE_PATH" not in env and os.path.isdir(CACHE):  # kernels built beforehand (tests.cuda_codegen)
+            env["WARP_CACHE_PATH"] = CACHE
         stage_file = os.path.join(args.out, f"stage_{name}.json")
         if os.path.exists(stage_file):  # left by a killed run: not this run's result
             os.unlink(stage_file)

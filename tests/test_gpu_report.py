@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -182,3 +183,27 @@ def test_the_cartpole_stage_measures_its_two_targets_first(tmp_path):
     assert result["suite_results"]["bandwidth"] is None  # measured once, in the targets' run
     md = (out / "report.md").read_text()
     assert f"{bandwidth['fraction_of_bound']:.0%} of the bandwidth bound (target: 50 %)" in md
+
+
+def test_a_kernel_cache_in_the_checkout_serves_the_stages(tmp_path):
+    """With no WARP_CACHE_PATH set, the stages load kernels from the checkout's .wpcache where it exists (built
+    beforehand with tests.cuda_codegen), and from Warp's own cache where it does not."""
+    out = tmp_path / "report"
+    cache = ROOT / ".wpcache"
+    env = {k: v for k, v in os.environ.items() if k != "WARP_CACHE_PATH"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "ecs", "gpu-report", "--out", str(out), "--device", "cpu", "--stages", "device"]
+    made = not cache.exists()
+    if made:
+        cache.mkdir()
+    try:
+        subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True)
+    finally:
+        if made:
+            shutil.rmtree(cache)  # with the version folder Warp made in it
+    result = json.loads((out / "report.json").read_text())["stages"]["device"]["result"]
+    assert Path(result["kernel_cache"]).resolve().parent == cache.resolve()  # Warp keeps a folder per version in it
+    env["WARP_CACHE_PATH"] = str(tmp_path / "elsewhere")
+    subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True)
+    result = json.loads((out / "report.json").read_text())["stages"]["device"]["result"]
+    assert Path(result["kernel_cache"]).resolve().parent == (tmp_path / "elsewhere").resolve()
