@@ -214,8 +214,6 @@ def _hs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def stage_hide_and_seek(args: argparse.Namespace) -> dict:
-    import torch
-
     counts = [4, 16] if args.quick else [1024, 4096, 16384, 65536, 262144]
     steps, repeats, window = (5, 3, None) if args.quick else (50, 3, 1.0)
     profile_worlds = counts[-1] if args.quick else 16384
@@ -230,28 +228,10 @@ def stage_hide_and_seek(args: argparse.Namespace) -> dict:
     rows = result["throughput"]
     for wide in (True, False):
         for n in counts:
-            t0 = time.perf_counter()
-            try:
-                sim = _sim("hide_and_seek", n, args.device, **(_hs(args) | {"wide_sensors": wide}))
-            except Exception as e:  # e.g. out of memory at the largest counts
-                rows.append({"num_worlds": n, "wide_sensors": wide, "error": f"{type(e).__name__}: {e}"[:300]})
-                _say(f"hide_and_seek {n} worlds wide={wide}: {rows[-1]['error']}")
-                continue
-            _say(f"hide_and_seek {n} worlds wide={wide}: built in {time.perf_counter() - t0:.1f} s")
-            gen = torch.Generator().manual_seed(1)
-            for key, value in _random_actions(sim, gen).items():
-                sim.actions[key].copy_(value)
-            for _ in range(3):
-                sim.step()
-            per_step = _timed(sim.step, steps, repeats, args.device, window)
-            rows.append(
-                {"num_worlds": n, "wide_sensors": wide, "env_steps_per_s": n / per_step, "us_per_step": per_step * 1e6}
-            )
-            _say(
-                f"hide_and_seek {n} worlds wide={wide}: {n / per_step:,.0f} env steps/s ({per_step * 1e6:.1f} us/step)"
-            )
+            row: dict[str, Any] = {"num_worlds": n, "wide_sensors": wide}
+            rows.append(row)
+            _hs_rate(args, row, f"hide_and_seek {n} worlds wide={wide}", steps, repeats, window, wide_sensors=wide)
             _partial(args, result)
-            del sim
         if wide:  # the budgets before the sensors a thread per agent (slower on every GPU so far)
             result["budgets"] = []
             _physics_budgets(args, result, [4] if args.quick else [16384, 65536], steps, repeats, window)
@@ -401,32 +381,38 @@ def _physics_budgets(args: argparse.Namespace, result: dict, counts: list[int], 
     """Hide-and-seek's env steps/s at each of ``PHYSICS_BUDGETS`` (with ``--hide-and-seek``'s fields) and
     ``counts`` worlds, into ``result["budgets"]`` row by row: what fewer substeps of more passes buy on this
     device."""
-    import torch
-
     rows = result["budgets"]
     for substeps, passes in PHYSICS_BUDGETS:
         for n in counts:
             row: dict[str, Any] = {"num_worlds": n, "physics_substeps": substeps, "contact_passes": passes}
             rows.append(row)
-            try:
-                sim = _sim(
-                    "hide_and_seek",
-                    n,
-                    args.device,
-                    **(_hs(args) | {"physics_substeps": substeps, "contact_passes": passes}),
-                )
-            except Exception as e:  # e.g. out of memory
-                row["error"] = f"{type(e).__name__}: {e}"[:300]
-                continue
-            gen = torch.Generator().manual_seed(1)
-            for key, value in _random_actions(sim, gen).items():
-                sim.actions[key].copy_(value)
-            sim.step()
-            per_step = _timed(sim.step, steps, repeats, args.device, window)
-            row.update(env_steps_per_s=n / per_step, us_per_step=per_step * 1e6)
-            _say(f"hide_and_seek {n} worlds, {substeps} substeps of {passes} passes: {n / per_step:,.0f} env steps/s")
+            label = f"hide_and_seek {n} worlds, {substeps} substeps of {passes} passes"
+            _hs_rate(args, row, label, steps, repeats, window, physics_substeps=substeps, contact_passes=passes)
             _partial(args, result)
-            del sim
+
+
+def _hs_rate(args: argparse.Namespace, row: dict, label: str, steps: int, repeats: int, window, **overrides: Any):
+    """Hide-and-seek at ``row["num_worlds"]`` worlds with ``--hide-and-seek``'s fields and ``overrides``: its env
+    steps/s and us per step of random play into ``row`` (or the error, where it cannot be built)."""
+    import torch
+
+    n = row["num_worlds"]
+    t0 = time.perf_counter()
+    try:
+        sim = _sim("hide_and_seek", n, args.device, **(_hs(args) | overrides))
+    except Exception as e:  # e.g. out of memory at the largest counts
+        row["error"] = f"{type(e).__name__}: {e}"[:300]
+        _say(f"{label}: {row['error']}")
+        return
+    _say(f"{label}: built in {time.perf_counter() - t0:.1f} s")
+    gen = torch.Generator().manual_seed(1)
+    for key, value in _random_actions(sim, gen).items():
+        sim.actions[key].copy_(value)
+    for _ in range(3):
+        sim.step()
+    per_step = _timed(sim.step, steps, repeats, args.device, window)
+    row.update(env_steps_per_s=n / per_step, us_per_step=per_step * 1e6)
+    _say(f"{label}: {n / per_step:,.0f} env steps/s ({per_step * 1e6:.1f} us/step)")
 
 
 def _stepped_sim(args: argparse.Namespace, n: int, row: dict, **overrides: Any):
