@@ -43,6 +43,7 @@ from .geometry import (
     PLANE,
     SPHERE,
     WEDGE,
+    along_face_normal,
     axis_direction,
     closest_on_polyhedron,
     closest_on_segment,
@@ -50,11 +51,13 @@ from .geometry import (
     edge_direction,
     edge_vertex,
     face_normal,
+    face_offset,
     is_polyhedron,
     is_round,
     max_face_distance,
     num_axes,
     num_edges,
+    num_faces,
     num_vertices,
     segment_segment,
     vertex,
@@ -509,6 +512,26 @@ def inside_with_margin(poses: Poses, world: int, i: int, p: wp.vec3, margin: flo
 
 
 @wp.func
+def exit_depth(poses: Poses, world: int, i: int, p: wp.vec3, d: wp.vec3, flat: float) -> float:
+    """How far world point ``p`` lies inside solid ``i`` along unit direction ``d``: the distance along ``d`` to the
+    first face plane of ``i`` that faces ``d``, at most ``flat`` (the depth below the plane through ``i``'s furthest
+    vertex along ``d``, which it equals where that face is square to ``d``; negative where ``p`` is outside). A
+    vertex pressed into a face turned against the contact normal gets the depth of that face where it is, not of the
+    face's furthest corner: a flat plane there would hold the two faces flush, so neither would right the other."""
+    q = poses.rotation[world, i]
+    shape = poses.shape[world, i]
+    size = poses.size[world, i]
+    pl = wp.quat_rotate_inv(q, p - poses.position[world, i])
+    dl = wp.quat_rotate_inv(q, d)
+    depth = flat
+    for f in range(num_faces(shape)):
+        facing = along_face_normal(shape, size, f, dl)
+        if facing > 0.1:
+            depth = wp.min(depth, (face_offset(shape, size, f) - along_face_normal(shape, size, f, pl)) / facing)
+    return depth
+
+
+@wp.func
 def supporting_edge(poses: Poses, world: int, i: int, direction: wp.vec3, n: wp.vec3, sign: float) -> wp.int32:
     """The edge of ``i`` parallel to ``direction`` (world frame) that reaches furthest along ``sign * n``."""
     shape = poses.shape[world, i]
@@ -658,13 +681,13 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
         for k in range(count_b):
             v = corner(vb, poses, world, b, k)
             if inside_with_margin(poses, world, a, v, margin):
-                depth = top_a - wp.dot(v, n)
+                depth = exit_depth(poses, world, a, v, n, top_a - wp.dot(v, n))
                 if depth > -margin:
                     row = emit(c, poses, world, a, b, v + n * depth, v, n, depth, row)
         for k in range(count_a):
             v = corner(va, poses, world, a, k)
             if inside_with_margin(poses, world, b, v, margin):
-                depth = wp.dot(v, n) - low_b
+                depth = exit_depth(poses, world, b, v, -n, wp.dot(v, n) - low_b)
                 if depth > -margin and not already_touching(c, poses, world, b, first, row, v - n * depth, n):
                     row = emit(c, poses, world, a, b, v, v - n * depth, n, depth, row)
         return face_edge_crossings(c, poses, world, a, b, va, vb, n, top_a, low_b, margin, first, row)

@@ -18,7 +18,8 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    an XPBD constraint with zero compliance; its anchors are the contact points in the two body
    frames). The solve starts warm: each point takes the impulses that the nearest point of its
    pair had in the substep before (``warm_start``; not across steps, between which a world may be
-   reset), so a body at rest starts where the last substep left it. ``contact_passes`` Gauss-Seidel passes (a
+   reset; ``LEVEL_WARM`` of them in a level whose manifolds share a body), so a body at rest starts where the
+   last substep left it. ``contact_passes`` Gauss-Seidel passes (a
    resource, ``PhysicsConfig.contact_passes``, ``CONTACT_PASSES`` by default) over the world's manifolds, taken from the
    bottom up (by the height of their points, ``order_manifolds``) so that neither the result
    nor a stack's support depends on the order the bodies are listed in; within a
@@ -149,6 +150,11 @@ ManifoldRows = wp.types.matrix(shape=(16, 3), dtype=wp.float32)  # a vector per 
 ManifoldValues = wp.types.vector(length=16, dtype=wp.float32)  # a number per manifold point
 # Jacobi steps over a level whose manifolds share a body (solve_level) in the last pass; one in the passes before.
 LEVEL_STEPS = wp.constant(3)
+# The share of the impulses of the substep before that the points of a level whose manifolds share a body start from
+# (``warm_start``). Started cold, such a level (a row of cubes pressed together) found its friction afresh in each
+# substep's few Jacobi steps and let the row slide: a cube of a row pressed into a wall was squeezed out sideways.
+# Started with all of them, a row pressed by one contact pass a substep rocked by millimetres from step to step.
+LEVEL_WARM = wp.constant(0.8)
 # m: manifolds within this height of a level's lowest belong to it: supports at one height, not a
 # body touching two things at slightly different heights (a cube at a ramp's foot).
 LEVEL_GAP = wp.constant(1.0e-4)
@@ -1688,7 +1694,7 @@ def warm_corrections(
     and the move those give each body, kept at the manifold's first row (``warm_start``), not applied."""
     first = wp.int32(0)
     while first < manifolds:
-        level_end, cold = level_at(levels, world, first)
+        level_end, shared = level_at(levels, world, first)
         for m in range(first + (lane - first % lanes + lanes) % lanes, level_end, lanes):
             k = order[world, m]
             e = manifold_end(c, world, k, count)
@@ -1698,9 +1704,7 @@ def warm_corrections(
             # narrowphase finds the same pairs in the same order), else found by a scan.
             j = wp.int32(0)
             je = wp.int32(0)
-            if cold:
-                j = last_count
-            elif k < last_count and last.body_a[world, k] == a and last.body_b[world, k] == b:
+            if k < last_count and last.body_a[world, k] == a and last.body_b[world, k] == b:
                 if k == 0:  # noqa: SIM114 (Warp evaluates every operand of `or`: row k - 1 must exist)
                     j = k
                 elif last.body_a[world, k - 1] != a or last.body_b[world, k - 1] != b:
@@ -1728,7 +1732,7 @@ def warm_corrections(
                 lam = wp.float32(0.0)
                 f = wp.vec3(0.0, 0.0, 0.0)
                 best = wp.float32(WARM_RADIUS)
-                for p in range(j, je):  # empty where the pair had no manifold (or the level starts cold)
+                for p in range(j, je):  # empty where the pair had no manifold
                     d = wp.min(
                         wp.length(c.offset_a[world, i] - last.offset_a[world, p]),
                         wp.length(c.offset_b[world, i] - last.offset_b[world, p]),
@@ -1737,6 +1741,9 @@ def warm_corrections(
                         best = d
                         lam = last.impulse[world, p]
                         f = last.friction[world, p]
+                if shared:
+                    lam = lam * LEVEL_WARM
+                    f = f * LEVEL_WARM
                 impulse[world, i] = lam
                 friction[world, i] = f
                 if warmed_point(impulse, friction, world, i):
