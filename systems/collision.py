@@ -89,6 +89,10 @@ class Broadphase(enum.IntEnum):
 
 _ALL_PAIRS = wp.constant(int(Broadphase.ALL_PAIRS))
 SAME_POINT = wp.constant(5.0e-4)  # m: polyhedron contacts closer than this across the normal are one contact
+# ``exit_depth`` leaves out faces whose normals lie within this cosine of square to the direction: a contact face's
+# rim lies on the other solid's side faces (two flush cubes of one size), and the side face a rim vertex lies on
+# would give it no depth at all.
+EXIT_FACING = wp.constant(0.1)
 
 
 # -- components ---------------------------------------------------------------------------------
@@ -526,7 +530,7 @@ def exit_depth(poses: Poses, world: int, i: int, p: wp.vec3, d: wp.vec3, flat: f
     depth = flat
     for f in range(num_faces(shape)):
         facing = along_face_normal(shape, size, f, dl)
-        if facing > 0.1:
+        if facing > EXIT_FACING:
             depth = wp.min(depth, (face_offset(shape, size, f) - along_face_normal(shape, size, f, pl)) / facing)
     return depth
 

@@ -12,9 +12,10 @@ import math
 import numpy as np
 import pytest
 import torch
+import warp as wp
 
 import ecs
-from systems import physics
+from systems import collision, physics
 from systems.geometry import ShapeType
 from systems.physics import BodySpec, PhysicsConfig
 from systems.rigid_body import Response
@@ -224,6 +225,74 @@ def test_cubes_corner_to_corner_touch_only_within_the_margin(gap_mm, touching, t
     if touching:
         depth = scene.column(sim, "contact_depth", "contact")[0, between]
         assert np.all(depth < 0.0) and np.all(depth > -gap_mm / 1000), depth  # apart, by less than the gap
+
+
+@wp.kernel
+def exit_depths(
+    poses: collision.Poses,
+    points: wp.array[wp.vec3],
+    directions: wp.array[wp.vec3],
+    flat: wp.array[wp.float32],
+    out: wp.array[wp.float32],
+):
+    k = wp.tid()
+    out[k] = collision.exit_depth(poses, 0, 0, points[k], directions[k], flat[k])
+
+
+def box_exit(local: np.ndarray, direction: np.ndarray, half: np.ndarray, facing: float) -> np.ndarray:
+    """Numpy: how far each box-frame point goes along its direction to the first face plane it meets, among the
+    faces whose normals it heads towards by more than ``facing`` (cosine)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.where(direction > facing, (half - local) / direction, np.inf)
+        down = np.where(direction < -facing, (-half - local) / direction, np.inf)
+    return np.minimum(up, down).min(axis=1)
+
+
+def test_a_point_in_a_turned_box_is_as_deep_as_the_face_it_leaves_by():
+    """``collision.exit_depth`` against numpy, for points inside a turned box and directions within 35 degrees of
+    a face's normal: how far the point goes along the direction to the first face plane it meets (leaving out the
+    faces within ``EXIT_FACING`` of square to it), never more than ``flat``, the depth below the box's furthest
+    vertex along the direction (all a flat plane gave before); where no face left out is met first, the point
+    leaves the box there. A vertex on a face's rim, on the plane of a side face the direction barely heads
+    towards (where a flush neighbour's corner lies), keeps the depth of the face it is pressed into."""
+    rng = np.random.default_rng(8)
+    half = np.array([0.25, 0.4, 0.15])
+    axis = rng.normal(size=3)
+    q = np.r_[axis / np.linalg.norm(axis) * math.sin(0.3), math.cos(0.3)]
+    rot, centre = scene.quat_matrix(q), np.array([0.3, -0.2, 0.5])
+    count = 400
+    face = rng.integers(0, 6, size=count)
+    normal = np.zeros((count, 3))
+    normal[np.arange(count), face // 2] = np.where(face % 2 == 0, -1.0, 1.0)
+    tilt = rng.normal(size=(count, 3))
+    tilt -= normal * (tilt * normal).sum(axis=1, keepdims=True)
+    tilt /= np.linalg.norm(tilt, axis=1, keepdims=True)
+    turn = rng.uniform(0.0, math.radians(35), size=count)[:, None]
+    # The last point: on the rim of the +x face, on the +y face's plane, heading 2 degrees towards it.
+    rim_tilt = math.radians(2.0)
+    local = np.vstack([rng.uniform(-0.95, 0.95, size=(count, 3)) * half, [half[0] - 0.002, half[1], 0.0]])
+    direction = np.vstack([normal * np.cos(turn) + tilt * np.sin(turn), [math.cos(rim_tilt), math.sin(rim_tilt), 0.0]])
+    points, directions = local @ rot.T + centre, direction @ rot.T
+    corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * half @ rot.T + centre
+    flat = (corners @ directions.T).max(axis=0) - (points * directions).sum(axis=1)
+    poses = collision.Poses()
+    poses.shape = wp.array([[int(ShapeType.BOX)]], dtype=wp.int32)
+    poses.size = wp.array([[half]], dtype=wp.vec3)
+    poses.position = wp.array([[centre]], dtype=wp.vec3)
+    poses.rotation = wp.array([[q]], dtype=wp.quat)
+    poses.keep_vertices = True
+    out = wp.zeros(count + 1, dtype=wp.float32)
+    inputs = [wp.array(points, dtype=wp.vec3), wp.array(directions, dtype=wp.vec3), wp.array(flat, dtype=wp.float32)]
+    wp.launch(exit_depths, dim=count + 1, inputs=[poses, *inputs, out])
+    depth = out.numpy()
+    met = box_exit(local, direction, half, float(collision.EXIT_FACING))
+    np.testing.assert_allclose(depth, np.minimum(met, flat), atol=2e-6)
+    assert (flat - depth).max() > 0.05, "some points lie well below the furthest vertex's plane"
+    same = np.isclose(box_exit(local, direction, half, 0.0), met)[:count]
+    assert same.mean() > 0.95, same.mean()
+    exits = local[:count][same] + direction[:count][same] * depth[:count][same, None]
+    np.testing.assert_allclose(np.abs(exits / half).max(axis=1), 1.0, atol=2e-5)  # on the surface
+    assert abs(depth[count] - 0.002 * math.cos(rim_tilt)) < 1e-6, depth[count]  # flat's; the exact exit is 0
 
 
 def test_every_shape_comes_to_rest_on_the_floor_without_sinking():
