@@ -17,10 +17,11 @@ spec = ecs.EnvSpec(
 
 The archetypes are ``body`` (every physical thing of a world, ``max_bodies`` rows), ``pair``
 (broadphase candidates), ``contact`` (the contact table, ``max_contacts`` rows) and ``joint``
-(fixed joints, ``max_joints`` rows). The systems are ``find_pairs`` (PHYSICS phase) and
+(fixed joints, ``max_joints`` rows). The systems are ``find_pairs`` (PHYSICS phase),
 ``step_bodies`` (COLLIDE phase; ``step_bodies_block``, a block of lanes per world with the same
-results, where ``solver_layout`` is "block"; with ``solver_staged``, ``begin_substeps``, four kernels a substep
-and ``end_substeps``; with ``solver_cache``, the block's kernels keep a world's hot columns in shared memory): they
+results, where ``solver_layout`` is "block"; with ``solver_staged``, four kernels a substep
+and ``end_substeps``; with ``solver_cache``, the block's kernels keep a world's hot columns in shared memory) and
+``forget_contacts`` (RESET phase: a world that starts an episode starts its next step's solve cold). The first two
 sit in two phases because the solver reads the pairs that the broadphase computes from the poses that the solver then changes. Env systems that set forces
 belong in ACT; systems that react to the new poses go after them (COLLIDE, registered later, or
 a later phase).
@@ -86,7 +87,7 @@ class PhysicsConfig:
     # "world": step_bodies, a thread per world; "block": step_bodies_block, solver.SOLVER_LANES lanes per world;
     # "auto": "world" on CPU, "block" on CUDA
     solver_layout: str = "auto"
-    # The solver of solver_layout as begin_substeps, four kernels per substep (solver.STAGED: collide, prepare,
+    # The solver of solver_layout as four kernels per substep (solver.STAGED: collide, prepare,
     # solve, velocity), each holding less than the whole kernel, and end_substeps; the profiler times each. The same
     # results.
     solver_staged: bool | str = "auto"  # True, False or "auto": staged on CUDA, whole on CPU
@@ -201,10 +202,12 @@ def singletons() -> list[ecs.Component]:
 
 
 def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
-    """``find_pairs`` (PHYSICS, a thread per world) and the solver (COLLIDE) in ``cfg.solver_layout``."""
+    """``find_pairs`` (PHYSICS, a thread per world), ``forget_contacts`` (RESET) and the solver (COLLIDE) in
+    ``cfg.solver_layout``."""
     cfg = cfg or PhysicsConfig()
     return [
         ecs.System(collision.find_pairs, ecs.Phase.PHYSICS, dim="world", world_local=True),
+        ecs.System(solver.forget_contacts, ecs.Phase.RESET, dim="world", world_local=True),
         *solver_systems(
             cfg.solver_layout,
             cfg.solver_registers,
@@ -241,7 +244,7 @@ def solver_systems(
     max_contacts: int | None = None,
     lanes: int = solver.SOLVER_LANES,
 ) -> list[ecs.System]:
-    """The solver's systems: ``[solver_system(...)]``, or with ``staged`` ``begin_substeps``, the kernels of
+    """The solver's systems: ``[solver_system(...)]``, or with ``staged`` the kernels of
     ``solver.STAGED`` for each of ``substeps`` substeps in ``layout`` (a thread or a block of ``solver.SOLVER_LANES``
     lanes per world; "auto": the first with the second as its CUDA variant), named ``solver_<stage>_<substep>``
     (the profiler times each), and ``end_substeps`` (a thread per contact row). ``cached``: each kernel keeps the
@@ -339,9 +342,8 @@ def _fixed_systems(
         cuda = block if layout == "auto" else None
         return ecs.System(kernel, ecs.Phase.COLLIDE, name=name, dim="world", world_local=True, cuda=cuda)
 
-    begin = ecs.System(solver.begin_substeps, ecs.Phase.COLLIDE, dim="world", world_local=True)
     end = ecs.System(solver.end_substeps, ecs.Phase.COLLIDE, dim="entity", world_local=True)
-    return [begin, *(stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED), end]
+    return [*(stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED), end]
 
 
 def _for_device(system: ecs.System, device: str) -> ecs.System:
@@ -649,7 +651,8 @@ def fill_inverse_inertia(
 def load_scene(
     sim: ecs.BatchSim, bodies: Sequence[BodySpec] | Callable[[int], Sequence[BodySpec]], *, check: bool = True
 ) -> None:
-    """Writes a scene into every world's body table (rows beyond the scene are freed).
+    """Writes a scene into every world's body table (rows beyond the scene are freed) and forgets every world's
+    contacts, as a reset does (``solver.forget_contacts``): the next step's solve starts cold.
 
     Args:
         sim: a simulation whose env includes ``archetypes(cfg)``.
@@ -699,4 +702,6 @@ def load_scene(
         inputs=[table["shape"], table["size"], table["mass"], table["inv_inertia"]],
         device=sim.device,
     )
+    sim.singletons["contact_count"].zero_()
+    sim.tables["contact"]["alive"].zero_()
     wp.synchronize_device(sim.device)

@@ -17,9 +17,9 @@ Each substep of length ``h = physics_dt / physics_substeps``:
 3. contact position constraints, point by point (after Mueller et al.: each contact point is
    an XPBD constraint with zero compliance; its anchors are the contact points in the two body
    frames). The solve starts warm: each point takes the impulses that the nearest point of its
-   pair had in the substep before (``warm_start``; not across steps, between which a world may be
-   reset; ``LEVEL_WARM`` of them in a level whose manifolds share a body), so a body at rest starts where the
-   last substep left it. ``contact_passes`` Gauss-Seidel passes (a
+   pair had in the substep before (``warm_start``; in a step's first substep the step before's last, but for a
+   world reset since, which ``forget_contacts`` starts cold), so a body at rest starts where the
+   last substep left it and static friction holds from step to step. ``contact_passes`` Gauss-Seidel passes (a
    resource, ``PhysicsConfig.contact_passes``, ``CONTACT_PASSES`` by default) over the world's manifolds, taken from the
    bottom up (by the height of their points, ``order_manifolds``) so that neither the result
    nor a stack's support depends on the order the bodies are listed in; within a
@@ -47,10 +47,12 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    Contact and joint corrections turn bodies with the same map: they are linearised, so the
    first-order map would agree with it to third order in the angle, and one map keeps the turn
    that the velocity recovery inverts the same everywhere;
-5. one velocity pass over contacts that pushed: restitution at each manifold's impulse-weighted
+5. a velocity pass over contacts that pushed: restitution at each manifold's impulse-weighted
    centroid (the normal speed becomes ``-e`` times the approach speed before the solve; zero
    below ``2 |g| h`` to keep resting contacts quiet), and dynamic friction from the part of the
-   normal impulse that the position solve's friction has not seen.
+   normal impulse that the position solve's friction has not seen; swept over the manifolds until
+   no normal speed changes by more than ``VELOCITY_SETTLED`` (at most ``VELOCITY_SWEEPS`` sweeps), so
+   that overlap pushed out in the substep leaves no speed behind along a row of bodies either.
 
 Per substep and contact point the friction impulse is in ``contact_friction``, the normal one in
 ``contact_impulse``.
@@ -75,7 +77,7 @@ each batch of the velocity pass. On CPU the lanes run side by side only with War
 (``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world. Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
 block keeps a world's latency down where few worlds run; a thread per world fills a GPU with worlds.
 
-A staged solver (``PhysicsConfig.solver_staged``) runs either kernel's work as ``begin_substeps``, four kernels
+A staged solver (``PhysicsConfig.solver_staged``) runs either kernel's work as four kernels
 every substep (``STAGED``: collide, prepare, solve, velocity; ``step_kernel(stage=...)``, the same source with
 the other stages left out) and ``end_substeps``, which marks the contact rows in use once, again with the same
 result bit for bit. What one stage leaves to the next is in the tables
@@ -148,19 +150,29 @@ NORMAL_SWEEPS = wp.constant(12)
 MAX_MANIFOLD = wp.constant(16)  # points of a manifold that the solver treats (the narrowphase makes at most 16)
 ManifoldRows = wp.types.matrix(shape=(16, 3), dtype=wp.float32)  # a vector per manifold point
 ManifoldValues = wp.types.vector(length=16, dtype=wp.float32)  # a number per manifold point
-# Jacobi steps over a level whose manifolds share a body (solve_level) in the last pass; one in the passes before.
+# Jacobi steps over a level whose manifolds share a body (solve_level) in the last pass, one in the passes before; or,
+# in any pass, one a manifold of the level where it has more. A Jacobi step carries a push one manifold along a row:
+# with 3 steps in the last pass, a row of 5 cubes pressed into a wall at 15 g rocked sideways by 18-44 mm.
 LEVEL_STEPS = wp.constant(3)
-# The share of the impulses of the substep before that the points of a level whose manifolds share a body start from
-# (``warm_start``). Started cold, such a level (a row of cubes pressed together) found its friction afresh in each
-# substep's few Jacobi steps and let the row slide: a cube of a row pressed into a wall was squeezed out sideways.
-# Started with all of them, a row pressed by one contact pass a substep rocked by millimetres from step to step.
-LEVEL_WARM = wp.constant(0.8)
 # m: manifolds within this height of a level's lowest belong to it: supports at one height, not a
 # body touching two things at slightly different heights (a cube at a ramp's foot).
 LEVEL_GAP = wp.constant(1.0e-4)
 # m: a contact point takes the impulses of the point of the substep before whose anchor on either body lies within
 # this of its own (``warm_start``): a resting or sliding face keeps its corners, a rolling ball does not.
 WARM_RADIUS = wp.constant(2.0e-3)
+# m/s^2: a point's warm start is its impulse of the substep before, up to the one that would push its pair apart at
+# this acceleration (``warm_start``): a box resting under a stack of 20 or pressed into a wall at 30 g is below it (a
+# face's 4 points share the load). Unbounded, the impulses of a box jammed between two locked boxes grew every substep
+# (no motion could take the overlap out, so every solve pushed anew), and a box unlocked after 3 s of that flew off
+# at 65 m/s; at 30 m/s^2, a row of 5 cubes pressed into a wall at 15 g came apart.
+WARM_LIMIT = wp.constant(150.0)
+# Sweeps of the velocity pass over the manifolds at most, and m/s: they stop once one changes no manifold's normal
+# speed by more than this. The position solve pushes out overlap that a substep began with, and the speed that gives
+# is the velocity pass's to take back; one sweep takes back only part of it along a row of cubes pressed into a wall,
+# whose pushes went back and forth from substep to substep (by 11 mm with one contact pass, the solve warm-started
+# across steps). A resting world settles in one or two sweeps.
+VELOCITY_SWEEPS = wp.constant(8)
+VELOCITY_SETTLED = wp.constant(1.0e-4)
 SETTLED = wp.constant(1.0e-7)  # m: a manifold's sweeps stop once the last one moved none of its points more than this
 # Last pass: a contact whose normal is this close to vertical (about 32 degrees) holds the lower
 # body. At 0.7 a 45-degree ramp's slope fell inside the cone, so a cube pushing up it held the
@@ -249,7 +261,7 @@ SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SubstepReach, VelocityBa
 # integrate, order (normal speeds, manifold order, levels), warm_start, joints, levels (the contact passes) and
 # velocities (velocity update and velocity pass).
 SOLVER_STAGES = ("reach", "narrowphase", "integrate", "order", "warm_start", "joints", "levels", "velocities")
-# The kernels of a staged solver, launched in this order every substep after ``begin_substeps``: collide
+# The kernels of a staged solver, launched in this order every substep: collide
 # (reach and narrowphase), prepare (integrate, order, warm start), solve (the contact passes with their joints),
 # velocity (velocity update and pass). Each holds one part of the solver, so a GPU thread needs fewer registers
 # and spills less than in the whole; the profiler times each launch.
@@ -995,9 +1007,10 @@ def count_level_splits_lanes(
 
 
 @wp.func
-def level_steps(up: wp.vec3) -> int:
-    """Jacobi steps over a level that shares a body: ``LEVEL_STEPS`` in the last pass (``up`` non-zero), one before."""
-    return wp.where(wp.length_sq(up) > 0.0, LEVEL_STEPS, 1)
+def level_steps(up: wp.vec3, manifolds: int) -> int:
+    """Jacobi steps over a level of ``manifolds`` manifolds that shares a body: ``LEVEL_STEPS`` in the last pass
+    (``up`` non-zero), one before, or one a manifold where that is more."""
+    return wp.max(wp.where(wp.length_sq(up) > 0.0, LEVEL_STEPS, 1), manifolds)
 
 
 @wp.func
@@ -1146,7 +1159,7 @@ def solve_level(
 ):
     """The manifolds ``order[first:last]`` (a level whose manifolds share a body) by Jacobi steps with
     mass splitting (Tonge, Benevolenski and Voroshilov 2012, "Mass splitting for jitter-free
-    parallel rigid body simulation"): ``LEVEL_STEPS`` in the last pass (``up`` non-zero), one before.
+    parallel rigid body simulation"): ``level_steps`` of them, more in the last pass (``up`` non-zero) than before.
 
     In a step every manifold is solved from the same poses, as if each body were split into as many
     parts as manifolds of the level move it (its split count): each part has the body's inverse
@@ -1157,7 +1170,7 @@ def solve_level(
     ``step_bodies_block``, which calls the three parts with a barrier between them; here they run on one thread.
     """
     count_level_splits(bodies, splits, c, order, world, first, last, up)
-    for _step in range(level_steps(up)):
+    for _step in range(level_steps(up, last - first)):
         level_corrections(bodies, splits, poses, c, impulse, friction, order, world, first, last, count, up, 0, 1)
         apply_level(bodies, splits, c, order, world, first, last)
 
@@ -1479,8 +1492,9 @@ def solve_manifold_velocity(
     gravity: float,
     round_a: float,
     round_b: float,
-):
-    """Restitution and dynamic friction of one pair's contacts that pushed.
+) -> float:
+    """Restitution and dynamic friction of one pair's contacts that pushed; returns how much the normal speed at
+    the manifold's centroid changed [m/s] (0 where none pushed), which ends the velocity pass's sweeps.
 
     Restitution acts once for the manifold at its impulse-weighted centroid: the normal speed
     there becomes ``-e`` times the approach speed before the solve (zero below ``2 |g| h``, which
@@ -1493,7 +1507,7 @@ def solve_manifold_velocity(
     ima = inv_mass_of(bodies, world, a)
     imb = inv_mass_of(bodies, world, b)
     if ima + imb <= 0.0:
-        return
+        return 0.0
     qa = bodies.rotation[world, a]
     qb = bodies.rotation[world, b]
     rot_a = wp.quat_to_matrix(qa)
@@ -1516,7 +1530,7 @@ def solve_manifold_velocity(
             n_sum += nk * lam
             approach += normal_speed[world, k] * lam
     if total <= 0.0:
-        return
+        return 0.0
     ia = world_inv_inertia(ima, qa, bodies.inv_inertia[world, a])
     ib = world_inv_inertia(imb, qb, bodies.inv_inertia[world, b])
     va = bodies.linear_velocity[world, a]
@@ -1567,6 +1581,7 @@ def solve_manifold_velocity(
     if imb > 0.0:
         bodies.linear_velocity[world, b] = vb
         bodies.angular_velocity[world, b] = wb
+    return wp.abs(vn - target)
 
 
 # Column bundles of step_bodies (whole columns, indexed [world, row]).
@@ -1682,85 +1697,80 @@ def warm_corrections(
     impulse: wp.array2d[wp.float32],
     friction: wp.array2d[wp.vec3],
     order: wp.array2d[wp.int32],
-    levels: wp.array2d[wp.int32],
     world: int,
     count: int,
     manifolds: int,
     last_count: int,
+    h: float,
     lane: int,
     lanes: int,
 ):
     """The warm start of the manifolds ``order[lane::lanes]``: their points' impulses from the substep before,
-    and the move those give each body, kept at the manifold's first row (``warm_start``), not applied."""
-    first = wp.int32(0)
-    while first < manifolds:
-        level_end, shared = level_at(levels, world, first)
-        for m in range(first + (lane - first % lanes + lanes) % lanes, level_end, lanes):
-            k = order[world, m]
-            e = manifold_end(c, world, k, count)
-            a = c.body_a[world, k]
-            b = c.body_b[world, k]
-            # The pair's manifold of the substep before: where the pair's rows start now, most often (the
-            # narrowphase finds the same pairs in the same order), else found by a scan.
-            j = wp.int32(0)
-            je = wp.int32(0)
-            if k < last_count and last.body_a[world, k] == a and last.body_b[world, k] == b:
-                if k == 0:  # noqa: SIM114 (Warp evaluates every operand of `or`: row k - 1 must exist)
-                    j = k
-                elif last.body_a[world, k - 1] != a or last.body_b[world, k - 1] != b:
-                    j = k
-            while j < last_count:
-                je = j + 1
-                while (
-                    je < last_count
-                    and last.body_a[world, je] == last.body_a[world, j]
-                    and last.body_b[world, je] == last.body_b[world, j]
-                ):
-                    je += 1
-                if last.body_a[world, j] == a and last.body_b[world, j] == b:
-                    break
-                j = je
-            ima = inv_mass_of(bodies, world, a)
-            imb = inv_mass_of(bodies, world, b)
-            qa = bodies.rotation[world, a]
-            qb = bodies.rotation[world, b]
-            dxa = wp.vec3(0.0, 0.0, 0.0)
-            dqa = wp.vec3(0.0, 0.0, 0.0)
-            dxb = wp.vec3(0.0, 0.0, 0.0)
-            dqb = wp.vec3(0.0, 0.0, 0.0)
-            for i in range(k, e):
-                lam = wp.float32(0.0)
-                f = wp.vec3(0.0, 0.0, 0.0)
-                best = wp.float32(WARM_RADIUS)
-                for p in range(j, je):  # empty where the pair had no manifold
-                    d = wp.min(
-                        wp.length(c.offset_a[world, i] - last.offset_a[world, p]),
-                        wp.length(c.offset_b[world, i] - last.offset_b[world, p]),
-                    )
-                    if d < best:
-                        best = d
-                        lam = last.impulse[world, p]
-                        f = last.friction[world, p]
-                if shared:
-                    lam = lam * LEVEL_WARM
-                    f = f * LEVEL_WARM
-                impulse[world, i] = lam
-                friction[world, i] = f
-                if warmed_point(impulse, friction, world, i):
-                    # lam n + f acts on B at its anchor, the opposite on A.
-                    total = c.normal[world, i] * lam + f
-                    ra = wp.quat_rotate(qa, c.offset_a[world, i])
-                    rb = wp.quat_rotate(qb, c.offset_b[world, i])
-                    # (A body that does not move gets these, but they are applied only to one that does.)
-                    dxa -= total * ima
-                    dqa -= world_inv_inertia_apply(qa, bodies.inv_inertia[world, a], wp.cross(ra, total))
-                    dxb += total * imb
-                    dqb += world_inv_inertia_apply(qb, bodies.inv_inertia[world, b], wp.cross(rb, total))
-            splits.move_a[world, k] = dxa
-            splits.turn_a[world, k] = dqa
-            splits.move_b[world, k] = dxb
-            splits.turn_b[world, k] = dqb
-        first = level_end
+    and the move those give each body, kept at the manifold's first row (``warm_start``, substeps of ``h`` s), not
+    applied."""
+    for m in range(lane, manifolds, lanes):
+        k = order[world, m]
+        e = manifold_end(c, world, k, count)
+        a = c.body_a[world, k]
+        b = c.body_b[world, k]
+        # The pair's manifold of the substep before: where the pair's rows start now, most often (the
+        # narrowphase finds the same pairs in the same order), else found by a scan.
+        j = wp.int32(0)
+        je = wp.int32(0)
+        if k < last_count and last.body_a[world, k] == a and last.body_b[world, k] == b:
+            if k == 0:  # noqa: SIM114 (Warp evaluates every operand of `or`: row k - 1 must exist)
+                j = k
+            elif last.body_a[world, k - 1] != a or last.body_b[world, k - 1] != b:
+                j = k
+        while j < last_count:
+            je = j + 1
+            while (
+                je < last_count
+                and last.body_a[world, je] == last.body_a[world, j]
+                and last.body_b[world, je] == last.body_b[world, j]
+            ):
+                je += 1
+            if last.body_a[world, j] == a and last.body_b[world, j] == b:
+                break
+            j = je
+        ima = inv_mass_of(bodies, world, a)
+        imb = inv_mass_of(bodies, world, b)
+        qa = bodies.rotation[world, a]
+        qb = bodies.rotation[world, b]
+        dxa = wp.vec3(0.0, 0.0, 0.0)
+        dqa = wp.vec3(0.0, 0.0, 0.0)
+        dxb = wp.vec3(0.0, 0.0, 0.0)
+        dqb = wp.vec3(0.0, 0.0, 0.0)
+        for i in range(k, e):
+            lam = wp.float32(0.0)
+            f = wp.vec3(0.0, 0.0, 0.0)
+            best = wp.float32(WARM_RADIUS)
+            for p in range(j, je):  # empty where the pair had no manifold
+                d = wp.min(
+                    wp.length(c.offset_a[world, i] - last.offset_a[world, p]),
+                    wp.length(c.offset_b[world, i] - last.offset_b[world, p]),
+                )
+                if d < best:
+                    best = d
+                    lam = last.impulse[world, p]
+                    f = last.friction[world, p]
+            lam = wp.min(lam, WARM_LIMIT * h * h / wp.max(ima + imb, 1.0e-12))
+            impulse[world, i] = lam
+            friction[world, i] = f
+            if warmed_point(impulse, friction, world, i):
+                # lam n + f acts on B at its anchor, the opposite on A.
+                total = c.normal[world, i] * lam + f
+                ra = wp.quat_rotate(qa, c.offset_a[world, i])
+                rb = wp.quat_rotate(qb, c.offset_b[world, i])
+                # (A body that does not move gets these, but they are applied only to one that does.)
+                dxa -= total * ima
+                dqa -= world_inv_inertia_apply(qa, bodies.inv_inertia[world, a], wp.cross(ra, total))
+                dxb += total * imb
+                dqb += world_inv_inertia_apply(qb, bodies.inv_inertia[world, b], wp.cross(rb, total))
+        splits.move_a[world, k] = dxa
+        splits.turn_a[world, k] = dqa
+        splits.move_b[world, k] = dxb
+        splits.turn_b[world, k] = dqb
 
 
 @wp.func
@@ -1860,26 +1870,26 @@ def warm_start(
     impulse: wp.array2d[wp.float32],
     friction: wp.array2d[wp.vec3],
     order: wp.array2d[wp.int32],
-    levels: wp.array2d[wp.int32],
     world: int,
     count: int,
     manifolds: int,
     last_count: int,
+    h: float,
 ):
     """Starts each contact from the impulses its point had in the substep before, and applies them.
 
     A point of the new manifold of a pair takes the normal and friction impulses of the nearest point
     of the pair's manifold in the substep before, when the anchors of the two lie within
-    ``WARM_RADIUS`` of each other on either body; others start from zero. The impulses are applied to
+    ``WARM_RADIUS`` of each other on either body; others start from zero. The normal impulse is at most the one
+    that would push the pair apart at ``WARM_LIMIT`` over the substep (``h`` s), so that a body that cannot get out
+    of an overlap does not pile up impulse substep after substep. The impulses are applied to
     the bodies as the solve would (equal and opposite, at the anchors), each body moved by the sum of
     what its manifolds give it, so the order of the manifolds does not matter. A body at rest then
     starts the solve where the substep before left it, and the sweeps stop after one or two instead
     of converging from nothing every substep; where the contacts changed, the sweeps take back what
     no longer holds (accumulated impulses go down to zero).
     """
-    warm_corrections(
-        bodies, splits, c, last, impulse, friction, order, levels, world, count, manifolds, last_count, 0, 1
-    )
+    warm_corrections(bodies, splits, c, last, impulse, friction, order, world, count, manifolds, last_count, h, 0, 1)
     apply_warm(bodies, splits, c, impulse, friction, order, world, count, manifolds)
 
 
@@ -2246,8 +2256,8 @@ def _step_kernel(
     give the same result bit for bit.
 
     With ``stage`` (one of ``STAGED``), the kernel runs that stage of one substep only (``step_bodies_<stage>``, a
-    staged solver, ``PhysicsConfig.solver_staged``): the stages launched in turn, every substep, after
-    ``begin_substeps``, give the same result again. Between them, ``solver_counts`` keeps what a stage leaves to
+    staged solver, ``PhysicsConfig.solver_staged``): the stages launched in turn, every substep, give
+    the same result again. Between them, ``solver_counts`` keeps what a stage leaves to
     the next (the rows kept from the substep before, the manifolds)."""
     whole = stage is None
 
@@ -2415,14 +2425,14 @@ def _step_kernel(
             # margin as wide as the pair can close during it, and the solve keeps the contact anchors
             # from overlapping along those normals after the bodies moved. A body can then never be
             # pushed out on the far side of a thin wall it crossed within one substep.
-            # Contacts of the step before are not kept: a world reset between steps may have moved its bodies anywhere.
+            # The contacts of the substep before, the step before's last one in a step's first substep (none where
+            # the world was reset since: ``forget_contacts``).
             last_count = wp.int32(0)
-            if wp.static(whole):
-                last_count = wp.where(_sub == 0, 0, world_contact_count_out[world])
-            elif wp.static(stage == "collide"):
-                last_count = world_contact_count_out[world]  # 0 before a step's first substep (begin_substeps)
-                if lane == 0:
-                    world_solver_counts_out[world, 0] = last_count
+            if wp.static(whole or stage == "collide"):
+                last_count = world_contact_count_out[world]
+                if wp.static(not whole):  # noqa: SIM102 (a static branch: compiled only into the staged kernels)
+                    if lane == 0:
+                        world_solver_counts_out[world, 0] = last_count
             else:
                 last_count = world_solver_counts_out[world, 0]
             if wp.static(whole or stage == "collide"):
@@ -2548,11 +2558,11 @@ def _step_kernel(
                     impulse,
                     friction,
                     order,
-                    contact_out.contact_level,
                     world,
                     count,
                     manifolds,
                     last_count,
+                    h,
                     lane,
                     lanes,
                 )
@@ -2616,7 +2626,7 @@ def _step_kernel(
                                 count_level_splits_lanes(bodies, splits, c, order, world, first, last, up, lane, lanes)
                             else:
                                 count_level_splits(bodies, splits, c, order, world, first, last, up)
-                            steps = level_steps(up)
+                            steps = level_steps(up, last - first)
                         for _step in range(steps):
                             if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
                                 if jacobi:  # the same on every lane of the world
@@ -2662,34 +2672,49 @@ def _step_kernel(
                             bodies.angular_velocity[world, i],
                             h,
                         )
-                if wp.static(block):
-                    block_sync(lanes)
-                k = wp.int32(0)
-                while k < count:
-                    # A batch of manifolds that share no body the pass moves: solved side by side, as in one order.
-                    e = count
-                    if wp.static(block):
-                        if lane == 0:
-                            e = velocity_batch(bodies, c, body_out.velocity_batch, world, k, count)
-                        e = block_share(e, lanes)
-                    for r in range(k + lane, e, lanes):
-                        if r == k or not same_pair(c, world, r - 1, r):
-                            solve_manifold_velocity(
-                                bodies,
-                                c,
-                                impulse,
-                                contact_out.contact_normal_speed,
-                                world,
-                                r,
-                                manifold_end(c, world, r, e),
-                                h,
-                                gravity,
-                                round_radius(poses, world, c.body_a[world, r]),
-                                round_radius(poses, world, c.body_b[world, r]),
-                            )
+                # Sweeps of the velocity pass over the manifolds, until one changes no normal speed by more than
+                # VELOCITY_SETTLED (each sweep starts its batches afresh).
+                for sweep in range(VELOCITY_SWEEPS):
+                    if sweep > 0:
+                        for i in range(lane, nb, lanes):
+                            body_out.velocity_batch[world, i] = 0
                     if wp.static(block):
                         block_sync(lanes)
-                    k = e
+                    change = wp.float32(0.0)  # the largest change of a manifold's normal speed in this sweep
+                    k = wp.int32(0)
+                    while k < count:
+                        # A batch of manifolds that share no body the pass moves: solved side by side, as in one order.
+                        e = count
+                        if wp.static(block):
+                            if lane == 0:
+                                e = velocity_batch(bodies, c, body_out.velocity_batch, world, k, count)
+                            e = block_share(e, lanes)
+                        for r in range(k + lane, e, lanes):
+                            if r == k or not same_pair(c, world, r - 1, r):
+                                change = wp.max(
+                                    change,
+                                    solve_manifold_velocity(
+                                        bodies,
+                                        c,
+                                        impulse,
+                                        contact_out.contact_normal_speed,
+                                        world,
+                                        r,
+                                        manifold_end(c, world, r, e),
+                                        h,
+                                        gravity,
+                                        round_radius(poses, world, c.body_a[world, r]),
+                                        round_radius(poses, world, c.body_b[world, r]),
+                                    ),
+                                )
+                        if wp.static(block):
+                            block_sync(lanes)
+                        k = e
+                    unsettled = change > VELOCITY_SETTLED
+                    if wp.static(block):
+                        unsettled = block_any(unsettled, lanes)
+                    if not unsettled:
+                        break
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 7, clock)
         if wp.static(whole):  # a staged solver marks the rows in use once, after its last substep (end_substeps)
@@ -2759,9 +2784,19 @@ _STEP_KERNELS: dict[tuple[bool, int | None, bool, bool, str | None, bool, bool, 
 
 
 @wp.kernel(module="unique")
-def begin_substeps(world_contact_count_out: wp.array[wp.int32]):
-    """The staged solver's first launch of a step: no contacts to keep from a substep before (see ``STAGED``)."""
-    world_contact_count_out[wp.tid()] = 0
+def forget_contacts(
+    world_reset_in: wp.array[wp.int32],
+    world_contact_count_out: wp.array[wp.int32],
+    contact__alive_out: wp.array2d[wp.int32],
+):
+    """RESET: a world that begins an episode keeps no contacts (its bodies may be placed anywhere), so the first
+    substep of its next step starts cold; every other world's solve starts from its last substep's impulses."""
+    world = wp.tid()
+    if world_reset_in[world] == 0:
+        return
+    world_contact_count_out[world] = 0
+    for k in range(contact__alive_out.shape[1]):
+        contact__alive_out[world, k] = 0
 
 
 @wp.kernel(module="unique")
@@ -2805,5 +2840,5 @@ def step_kernel(
 
 
 def is_step_kernel(fn: object) -> bool:
-    """Whether ``fn`` is one of the solver's kernels (``step_kernel``, ``begin_substeps``, ``end_substeps``)."""
-    return fn is begin_substeps or fn is end_substeps or any(fn is k for k in _STEP_KERNELS.values())
+    """Whether ``fn`` is one of the solver's kernels (``step_kernel``, ``end_substeps``)."""
+    return fn is end_substeps or any(fn is k for k in _STEP_KERNELS.values())

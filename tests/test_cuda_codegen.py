@@ -65,7 +65,6 @@ def test_the_solver_variants_compile_for_sm90():
     assert any(name.startswith("step_bodies_block_r128_timed") for name in modules), modules
     for stage in ("collide", "prepare", "solve", "velocity"):
         assert any(name.startswith(f"step_bodies_{stage}_block_cached_") for name in modules), modules
-    assert any(name.startswith("begin_substeps_") for name in modules), modules
     assert any(name.startswith("end_substeps_") for name in modules), modules
 
 

@@ -48,13 +48,13 @@ copy written in the step an episode ends, kept through the same-step reset (as `
 One step, in phase order: ACT ``act_agents`` (locks, grabs as fixed joints, drive forces and turns; seekers frozen
 during preparation; it acts on the visibility and reach targets sensed with the last observation, and draws a new
 locker from the world's RNG when several agents lock an object at once); PHYSICS ``find_pairs``;
-COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET ``reset_level``,
+COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET ``forget_contacts``, ``reset_level``,
 ``begin_episode_stats``; SENSE ``cast_lidar_rays``,
 ``observe_visibility_targets``, ``measure_reach``, ``pick_reach_targets``; OBSERVE ``observe_agents``. (With
 ``wide_sensors`` False, lidar, visibility and reach run as ``cast_lidar``, ``observe_visibility`` and
 ``find_reach_targets``, a thread per agent; with
 ``solver_layout`` "block", and on CUDA with the default "auto", the solver runs as ``step_bodies_block``, 32 lanes
-per world; with ``solver_staged``, as ``begin_substeps`` and four kernels a substep, ``solver_<stage>_<substep>``;
+per world; with ``solver_staged``, as four kernels a substep, ``solver_<stage>_<substep>``, and ``end_substeps``;
 ``solver_cache`` keeps what the solver rewrites in a block's shared memory.)
 """
 

@@ -376,7 +376,7 @@ def test_the_cache_is_a_config_choice_for_tables_that_fit_it():
         cfg = PhysicsConfig(solver_layout=layout, solver_staged=False, **sizes)
         cpu_key = "step_bodies_block" if layout == "block" else "step_bodies"
         keys = {
-            is_cpu: [s.on(is_cpu).fn.key for s in physics.systems(cfg) if s.runs_on(is_cpu)][1:]
+            is_cpu: [s.on(is_cpu).fn.key for s in physics.systems(cfg) if s.runs_on(is_cpu)][2:]
             for is_cpu in (True, False)
         }
         assert keys == {True: [cpu_key], False: [cuda_key]}, (layout, fits)
@@ -414,7 +414,7 @@ def test_solver_fma_false_compiles_every_solver_kernel_without_fused_multiply_ad
         out = []
         for s in systems:
             for k in (s.fn, getattr(s.cuda, "fn", None)):
-                if k is not None and solver.is_step_kernel(k) and k not in (solver.begin_substeps, solver.end_substeps):
+                if k is not None and solver.is_step_kernel(k) and k is not solver.end_substeps:
                     out.append(k)
         return out
 
@@ -438,7 +438,7 @@ def test_solver_fma_false_compiles_every_solver_kernel_without_fused_multiply_ad
 
 
 def test_a_staged_solver_is_four_launches_a_substep():
-    """``solver_staged``: ``begin_substeps``, then collide, prepare, solve and velocity for every substep, named by
+    """``solver_staged``: collide, prepare, solve and velocity for every substep, named by
     stage and substep, then ``end_substeps`` (a thread per contact row), in the solver's layout ("auto": a thread per world on CPU, a block on CUDA, as the whole
     kernel); ``with_solver`` swaps the lot either way."""
     from ecs.graph import TaskGraph
@@ -446,15 +446,15 @@ def test_a_staged_solver_is_four_launches_a_substep():
     spec = envs.make("hide_and_seek", solver_layout="block", solver_staged=True, solver_cache=False, physics_substeps=3)
     collide = [(s.name, s.block_dim) for s in spec.systems if s.phase == ecs.Phase.COLLIDE]
     stages = [f"solver_{stage}_{sub}" for sub in range(3) for stage in solver.STAGED]
-    names = ["begin_substeps", *stages, "end_substeps"]
-    assert [n for n, _ in collide] == names and {d for n, d in collide[1:-1]} == {SOLVER_LANES}
-    assert collide[0][1] is None and collide[-1][1] is None
+    names = [*stages, "end_substeps"]
+    assert [n for n, _ in collide] == names and {d for n, d in collide[:-1]} == {SOLVER_LANES}
+    assert collide[-1][1] is None
     block = physics.with_solver(spec, layout="block")  # staged=False, cached=False: the whole kernel
     assert [s.name for s in block.systems if s.phase == ecs.Phase.COLLIDE] == ["step_bodies_block"]
     assert [s.name for s in block.systems] == [
-        "step_bodies_block" if s.name == "begin_substeps" else s.name
+        "step_bodies_block" if s.name == "solver_collide_0" else s.name
         for s in spec.systems
-        if not s.name.startswith("solver_") and s.name != "end_substeps"
+        if s.name == "solver_collide_0" or not (s.name.startswith("solver_") or s.name == "end_substeps")
     ]
     again = physics.with_solver(block, layout="block", staged=True)
     assert [s.name for s in again.systems] == [s.name for s in spec.systems]
@@ -510,7 +510,6 @@ def test_the_auto_layout_runs_a_thread_per_world_on_cpu_and_a_block_on_cuda():
     assert collide[True] == [("step_bodies", "step_bodies")]
     substeps = spec.config.physics_substeps
     assert collide[False] == [
-        ("begin_substeps", "begin_substeps"),
         *(
             (f"solver_{stage}_{sub}", f"step_bodies_{stage}_block_cached")
             for sub in range(substeps)
@@ -794,8 +793,8 @@ def test_solver_lanes_is_checked_and_leaves_the_cache_off():
     cpu = [s.fn.key for s in systems if s.runs_on(True) and s.phase == ecs.Phase.COLLIDE]
     cuda = [s.on(False).fn.key for s in systems if s.runs_on(False) and s.phase == ecs.Phase.COLLIDE]
     assert cpu == ["step_bodies"]
-    assert cuda[0] == "begin_substeps" and cuda[-1] == "end_substeps"
-    assert set(cuda[1:-1]) == {f"step_bodies_{stage}_block_l8_g4" for stage in solver.STAGED}
+    assert cuda[-1] == "end_substeps"
+    assert set(cuda[:-1]) == {f"step_bodies_{stage}_block_l8_g4" for stage in solver.STAGED}
 
 
 def _lane_probe(width: int, group: int) -> wp.Kernel:
@@ -854,11 +853,7 @@ def test_each_solver_kernel_holds_one_copy_of_the_contact_solve(layout, staged, 
 
     tables = {"max_bodies": solver.CACHE_BODIES, "max_contacts": solver.CACHE_CONTACTS}
     systems = physics.solver_systems(layout, None, staged=staged, cached=cached, lanes=lanes, **tables)
-    kernels = [
-        s.on(False).fn
-        for s in systems
-        if s.runs_on(False) and s.on(False).fn not in (solver.begin_substeps, solver.end_substeps)
-    ]
+    kernels = [s.on(False).fn for s in systems if s.runs_on(False) and s.on(False).fn is not solver.end_substeps]
     assert len(kernels) == (len(solver.STAGED) if staged else 1)
     for kernel in kernels:
         module = kernel.module
