@@ -374,7 +374,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
 # (physics_substeps, contact_passes): the solver's work per step against how far it converges. Hide-and-seek's
 # default first; on CPU (envs/hide_and_seek/README.md, "Substeps and passes") 4 substeps of 4 passes ran 1.25x as
 # fast as 8 of 2 and left held boxes up to 5.1 cm inside others (8 of 2: 4.2 cm).
-PHYSICS_BUDGETS = ((8, 2), (6, 2), (4, 4), (4, 3))
+PHYSICS_BUDGETS = ((8, 2), (6, 3), (6, 2), (4, 4))
 
 
 def _physics_budgets(args: argparse.Namespace, result: dict, counts: list[int], steps: int, repeats: int, window):

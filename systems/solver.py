@@ -151,8 +151,9 @@ MAX_MANIFOLD = wp.constant(16)  # points of a manifold that the solver treats (t
 ManifoldRows = wp.types.matrix(shape=(16, 3), dtype=wp.float32)  # a vector per manifold point
 ManifoldValues = wp.types.vector(length=16, dtype=wp.float32)  # a number per manifold point
 # Jacobi steps over a level whose manifolds share a body (solve_level) in the last pass, one in the passes before; or,
-# in any pass, one a manifold of the level where it has more. A Jacobi step carries a push one manifold along a row:
-# with 3 steps in the last pass, a row of 5 cubes pressed into a wall at 15 g rocked sideways by 18-44 mm.
+# in any pass, one for each of its manifolds that moves a shared body where there are more (``level_chain``). A Jacobi
+# step carries a push one manifold along a row: with 3 steps in the last pass, a row of 5 cubes pressed into a wall at
+# 15 g rocked sideways by 18-44 mm.
 LEVEL_STEPS = wp.constant(3)
 # m: manifolds within this height of a level's lowest belong to it: supports at one height, not a
 # body touching two things at slightly different heights (a cube at a ramp's foot).
@@ -170,7 +171,7 @@ WARM_LIMIT = wp.constant(150.0)
 # speed by more than this. The position solve pushes out overlap that a substep began with, and the speed that gives
 # is the velocity pass's to take back; one sweep takes back only part of it along a row of cubes pressed into a wall,
 # whose pushes went back and forth from substep to substep (by 11 mm with one contact pass, the solve warm-started
-# across steps). A resting world settles in one or two sweeps.
+# across steps).
 VELOCITY_SWEEPS = wp.constant(8)
 VELOCITY_SETTLED = wp.constant(1.0e-4)
 SETTLED = wp.constant(1.0e-7)  # m: a manifold's sweeps stop once the last one moved none of its points more than this
@@ -1007,10 +1008,36 @@ def count_level_splits_lanes(
 
 
 @wp.func
-def level_steps(up: wp.vec3, manifolds: int) -> int:
-    """Jacobi steps over a level of ``manifolds`` manifolds that shares a body: ``LEVEL_STEPS`` in the last pass
-    (``up`` non-zero), one before, or one a manifold where that is more."""
-    return wp.max(wp.where(wp.length_sq(up) > 0.0, LEVEL_STEPS, 1), manifolds)
+def level_chain(
+    bodies: Bodies,
+    splits: Splits,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    world: int,
+    first: int,
+    last: int,
+    up: wp.vec3,
+) -> int:
+    """The manifolds of ``order[first:last]`` that move a body another of them moves (split count two or more, from
+    ``count_level_splits``): at most as many as a push may have to cross in the level (a row pressed into a wall,
+    every one of its manifolds; cubes on the floor that one agent touches, two)."""
+    n = wp.int32(0)
+    for m in range(first, last):
+        k = order[world, m]
+        ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
+        shared_a = ima > 0.0 and splits.count[world, c.body_a[world, k]] > 1
+        shared_b = imb > 0.0 and splits.count[world, c.body_b[world, k]] > 1
+        if shared_a or shared_b:
+            n += 1
+    return n
+
+
+@wp.func
+def level_steps(up: wp.vec3, chain: int) -> int:
+    """Jacobi steps over a level that shares a body, ``chain`` of whose manifolds move a shared body
+    (``level_chain``): ``LEVEL_STEPS`` in the last pass (``up`` non-zero), one before, or one a manifold of the chain
+    where that is more."""
+    return wp.max(wp.where(wp.length_sq(up) > 0.0, LEVEL_STEPS, 1), chain)
 
 
 @wp.func
@@ -1170,7 +1197,7 @@ def solve_level(
     ``step_bodies_block``, which calls the three parts with a barrier between them; here they run on one thread.
     """
     count_level_splits(bodies, splits, c, order, world, first, last, up)
-    for _step in range(level_steps(up, last - first)):
+    for _step in range(level_steps(up, level_chain(bodies, splits, c, order, world, first, last, up))):
         level_corrections(bodies, splits, poses, c, impulse, friction, order, world, first, last, count, up, 0, 1)
         apply_level(bodies, splits, c, order, world, first, last)
 
@@ -2624,9 +2651,10 @@ def _step_kernel(
                         if jacobi:
                             if wp.static(block):
                                 count_level_splits_lanes(bodies, splits, c, order, world, first, last, up, lane, lanes)
+                                block_sync(lanes)
                             else:
                                 count_level_splits(bodies, splits, c, order, world, first, last, up)
-                            steps = level_steps(up, last - first)
+                            steps = level_steps(up, level_chain(bodies, splits, c, order, world, first, last, up))
                         for _step in range(steps):
                             if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
                                 if jacobi:  # the same on every lane of the world

@@ -40,7 +40,7 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert report["stages"]["hide_and_seek"]["result"]["config"] == {"solver_staged": True}
     assert "solver_collide_0" in report["stages"]["hide_and_seek"]["result"]["profile"]
     budgets = report["stages"]["hide_and_seek"]["result"]["budgets"]
-    assert [(r["physics_substeps"], r["contact_passes"]) for r in budgets] == [(8, 2), (6, 2), (4, 4), (4, 3)]
+    assert [(r["physics_substeps"], r["contact_passes"]) for r in budgets] == [(8, 2), (6, 3), (6, 2), (4, 4)]
     assert all(r["num_worlds"] == 4 and r["env_steps_per_s"] > 0 for r in budgets)
     assert "| 4 x 4 | 4 |" in (out / "report.md").read_text()
     solver = report["stages"]["solver"]["result"]
