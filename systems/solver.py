@@ -2703,10 +2703,10 @@ def _step_kernel(
                 # Sweeps of the velocity pass over the manifolds, until one changes no normal speed by more than
                 # VELOCITY_SETTLED (each sweep starts its batches afresh).
                 for sweep in range(VELOCITY_SWEEPS):
-                    if sweep > 0:
-                        for i in range(lane, nb, lanes):
-                            body_out.velocity_batch[world, i] = 0
-                    if wp.static(block):
+                    if wp.static(block):  # the batches' body tags (a thread per world solves in row order)
+                        if sweep > 0:
+                            for i in range(lane, nb, lanes):
+                                body_out.velocity_batch[world, i] = 0
                         block_sync(lanes)
                     change = wp.float32(0.0)  # the largest change of a manifold's normal speed in this sweep
                     k = wp.int32(0)

@@ -503,7 +503,7 @@ def test_a_box_on_a_fixed_slope_slides_or_holds_as_coulomb_friction_says(degrees
     assert accel == pytest.approx(expected, rel=0.02, abs=0.02), (accel, expected)
 
 
-def pressed_pair(cubes: int, lateral: float, reverse: bool, dt: float, substeps: int, steps: int) -> np.ndarray:
+def pushed_row(cubes: int, lateral: float, reverse: bool, dt: float, substeps: int, steps: int) -> np.ndarray:
     """A row of ``cubes`` 0.5 m cubes (mu 0.2, 1 kg) on a floor (mu 0.2), the last pushed into a static wall (mu 0.6)
     by 80 N and sideways, along the wall, by ``lateral`` N: every cube's position at the end of each step."""
     half = 0.25
@@ -533,11 +533,11 @@ def test_static_friction_holds_a_pressed_row_from_step_to_step(cubes, lateral, r
     on and then holds: under 1 cm in 6 s, and under 3 mm between 3 s and 6 s. 6 times the lateral force's limit
     (30 N) slides it."""
     steps = round(6.0 / dt)
-    y = pressed_pair(cubes, lateral, reverse, dt, substeps, steps)[..., 1]
+    y = pushed_row(cubes, lateral, reverse, dt, substeps, steps)[..., 1]
     assert np.abs(y).max() < 1e-2, np.abs(y).max(axis=0)
     held = np.abs(y[-1] - y[steps // 2 - 1])
     assert held.max() < 3e-3, held
-    slid = pressed_pair(cubes, 30.0 * np.sign(lateral), reverse, dt, substeps, round(0.45 / dt))[..., -1, 1]
+    slid = pushed_row(cubes, 30.0 * np.sign(lateral), reverse, dt, substeps, round(0.45 / dt))[..., -1, 1]
     assert abs(slid[-1]) > 0.1 and np.sign(slid[-1]) == np.sign(lateral), slid
 
 
