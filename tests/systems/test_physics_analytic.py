@@ -541,6 +541,43 @@ def test_static_friction_holds_a_pressed_row_from_step_to_step(cubes, lateral, r
     assert abs(slid[-1]) > 0.1 and np.sign(slid[-1]) == np.sign(lateral), slid
 
 
+ONE_PASS_ONSET = pytest.mark.xfail(
+    strict=True,
+    reason="with one contact pass the level's Jacobi steps leave part of the slip in the substep sliding starts: "
+    "the friction there reaches about 0.65 of mu lambda_n and the cube keeps the extra speed (2-19 % in the first step)",
+)
+
+
+@pytest.mark.parametrize("passes", [pytest.param(1, marks=ONE_PASS_ONSET), solver.CONTACT_PASSES, 4])
+@pytest.mark.parametrize(("dt", "substeps"), [(1 / 30, 4), (0.075, 8)])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize(("lateral", "mass"), [(30.0, 1.0), (-25.0, 1.0), (40.0, 2.5)])
+def test_a_cube_pushed_along_a_pressed_face_slides_at_the_coulomb_rate(lateral, mass, reverse, dt, substeps, passes):
+    """Kinetic friction: a cube (mu 0.2, ``mass``) pressed by 80 N against a long bar that lies against a static wall
+    (mu 0.6) and pushed along the bar by ``lateral`` N accelerates at ``(|lateral| - 0.2 (80 + m g)) / m`` from the
+    first step (within 2 %), while the bar, held by the wall's friction, stays put. The bar is 4 m long so that the
+    cube keeps its whole face on it: sliding past the end of a face, as off a cube of its own size, the cube turns
+    about the edge it is pushed against, and Coulomb's rate along the face no longer applies."""
+    half = 0.25
+    bar = BodySpec(ShapeType.BOX, size=(half, 2.0, half), position=(-half, 0.0, half), friction=0.2)
+    cube = BodySpec(ShapeType.BOX, size=(half,) * 3, position=(-3 * half - 0.002, 0.0, half), mass=mass, friction=0.2)
+    wall = BodySpec(ShapeType.BOX, size=(0.1, 3.0, 1.0), position=(0.1, 0, 1.0), response=Response.STATIC, friction=0.6)
+    bodies = [scene.floor(friction=0.2), wall, *([cube, bar] if reverse else [bar, cube])]
+    cfg = PhysicsConfig(max_bodies=8, physics_dt=dt, physics_substeps=substeps, contact_passes=passes)
+    sim = scene.build(bodies, cfg)
+    pushed, held = (2, 3) if reverse else (3, 2)
+    force = sim.tensor("body", "force")
+    force[:, pushed, 0] = 80.0
+    run(sim, round(0.5 / dt), "position")  # the cube comes to rest against the bar
+    force[:, pushed, 1] = lateral
+    steps = round(0.3 / dt)
+    speed = run(sim, steps, "linear_velocity")["linear_velocity"][:, 0, :, 1]
+    coulomb = math.copysign(abs(lateral) - 0.2 * (80.0 + mass * G), lateral) / mass
+    expected = coulomb * dt * np.arange(1, steps + 1)
+    np.testing.assert_allclose(speed[:, pushed], expected, rtol=0.02)
+    assert np.abs(speed[:, held]).max() < 0.01 * abs(expected[-1]), speed[:, held]
+
+
 @pytest.mark.parametrize("overlap", [0.002, 0.02])
 @pytest.mark.parametrize("mass", [0.5, 4.0])
 def test_a_box_jammed_between_two_static_walls_keeps_a_bounded_push_and_is_not_launched_when_freed(overlap, mass):
