@@ -33,7 +33,10 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    their corrections (``solve_level``), so that the order they are listed in does not push the
    body one way. The last pass propagates shocks: a body resting on another is solved
    against the lower one held still, so a stack ends the substep with every contact satisfied
-   and nothing creeps. Where no normal impulse can turn either body (upright bodies whose tilt is
+   and nothing creeps; and a level that shares a body goes outwards from the bodies it does not
+   move (a wall, a locked box), each manifold solved against the body nearer them held still
+   (``rank_level``), so a row pressed into a wall ends the substep with every contact satisfied
+   too. Where no normal impulse can turn either body (upright bodies whose tilt is
    locked, resting on a level face), the face's points share its load equally (solved point by
    point, all of it would land on the first, whose friction alone would turn the body). Each
    pass begins with the fixed joints (anchor points together, relative orientation held, zero
@@ -71,7 +74,8 @@ manifold of a batch on a lane of its own; the corrections of the warm start and 
 summed by a lane per body, in the manifolds' order (``apply_warm_lanes``, ``apply_level_lanes``, from the
 ``ContactMoveA`` ... columns). The lanes also keep and prepare contact rows, integrate bodies and update
 velocities side by side, and meet at a block barrier between the stages, after every level and after
-every batch. The joints go in batches too (``joint_batch_end``). Every lane walks the levels, and the lanes
+every batch. The joints go in batches too (``joint_batch_end``). Lane 0 alone ranks a level's bodies for the last
+pass (``rank_level``); its groups of ranks then go like levels of their own. Every lane walks the levels, and the lanes
 share each level's check for a body that two of its manifolds move (``find_levels_lanes``); lane 0 alone ends
 each batch of the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
 (``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world. Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
@@ -155,9 +159,22 @@ ManifoldValues = wp.types.vector(length=16, dtype=wp.float32)  # a number per ma
 # step carries a push one manifold along a row: with 3 steps in the last pass, a row of 5 cubes pressed into a wall at
 # 15 g rocked sideways by 18-44 mm.
 LEVEL_STEPS = wp.constant(3)
+# The last pass solves a level that shares a body outwards from its anchors (``rank_level``): a body's rank is how
+# many of the level's manifolds lie between it and a body that the level does not move (a static wall, a locked box,
+# the lower body of a stack); the manifolds go in groups by the lower rank of their two bodies, the group touching the
+# anchors first, and each holds its lower-ranked body still, as the last pass holds the lower body of a stack. A row
+# pressed into a wall then ends the pass with every contact satisfied, where Jacobi steps over the row left it rocking
+# (6 boxes pressed by 180 N at hide-and-seek's step flew apart). RANK_FREE: a body that no anchor reaches through the
+# level (a row pressed from both ends); such manifolds are solved by Jacobi steps as in the passes before. ALL_MANIFOLDS:
+# a level solved whole, not by ranks.
+RANK_FREE = wp.constant(1 << 30)
+ALL_MANIFOLDS = wp.constant(-1)
 # m: manifolds within this height of a level's lowest belong to it: supports at one height, not a
-# body touching two things at slightly different heights (a cube at a ramp's foot).
-LEVEL_GAP = wp.constant(1.0e-4)
+# body touching two things at different heights (a cube at a ramp's foot). At 0.1 mm, the faces of a row of boxes
+# pressed into a wall, each box sunk into the floor by a different fraction of a millimetre, fell into levels of one
+# manifold each, taken in the order of those depths, which changed from substep to substep: 6 boxes pressed by
+# 180 N at hide-and-seek's step flew apart.
+LEVEL_GAP = wp.constant(5.0e-3)
 # m: a contact point takes the impulses of the point of the substep before whose anchor on either body lies within
 # this of its own (``warm_start``): a resting or sliding face keeps its corners, a rolling ball does not.
 WARM_RADIUS = wp.constant(2.0e-3)
@@ -230,6 +247,14 @@ class SplitTurn:
 
 
 @ecs.component
+class SplitRank:
+    """Solver scratch: the body's rank in the level being solved by the last pass (``rank_level``): how many of the
+    level's manifolds lie between it and an anchor, ``RANK_FREE`` where none is reached."""
+
+    value: wp.int32
+
+
+@ecs.component
 class SubstepReach:
     """Solver scratch: how far any point of the body can move in the substep (``substep_reach``) [m], found once per
     body for the narrowphase's speculative margins."""
@@ -255,7 +280,7 @@ class BodyVertices:
     value: wp.vec3
 
 
-SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SubstepReach, VelocityBatch, BodyVertices)
+SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SplitRank, SubstepReach, VelocityBatch, BodyVertices)
 
 # The stages of a solver substep whose clock cycles a timed solver counts (``step_kernel(timed=True)``), in the
 # order of SolverCycles' entries: reach (keeping the substep before's contacts, each body's reach), narrowphase,
@@ -401,6 +426,7 @@ class Splits:
     count: wp.array2d[wp.int32]
     move: wp.array2d[wp.vec3]
     turn: wp.array2d[wp.vec3]
+    rank: wp.array2d[wp.int32]
     move_a: wp.array2d[wp.vec3]
     turn_a: wp.array2d[wp.vec3]
     move_b: wp.array2d[wp.vec3]
@@ -966,15 +992,17 @@ def count_level_splits(
     first: int,
     last: int,
     up: wp.vec3,
+    group: int,
 ):
-    """Clears the body scratch and counts, per body, the manifolds of ``order[first:last]`` that move it (its split count)."""
+    """Clears the body scratch and counts, per body, the manifolds of ``order[first:last]`` in ``group``
+    (``manifold_moves``) that move it (its split count)."""
     clear_splits(splits, world, bodies.alive.shape[1])
     for m in range(first, last):
         k = order[world, m]
-        ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
-        if ima > 0.0:
+        moves_a, moves_b = manifold_moves(bodies, splits, c, world, k, up, group)
+        if moves_a:
             splits.count[world, c.body_a[world, k]] += 1
-        if imb > 0.0:
+        if moves_b:
             splits.count[world, c.body_b[world, k]] += 1
 
 
@@ -988,6 +1016,7 @@ def count_level_splits_lanes(
     first: int,
     last: int,
     up: wp.vec3,
+    group: int,
     lane: int,
     lanes: int,
 ):
@@ -999,8 +1028,8 @@ def count_level_splits_lanes(
             a = c.body_a[world, k]
             b = c.body_b[world, k]
             if a == i or b == i:
-                ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
-                if (a == i and ima > 0.0) or (b == i and imb > 0.0):
+                moves_a, moves_b = manifold_moves(bodies, splits, c, world, k, up, group)
+                if (a == i and moves_a) or (b == i and moves_b):
                     parts += 1
         splits.count[world, i] = parts
         splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
@@ -1017,27 +1046,107 @@ def level_chain(
     first: int,
     last: int,
     up: wp.vec3,
+    group: int,
 ) -> int:
-    """The manifolds of ``order[first:last]`` that move a body another of them moves (split count two or more, from
-    ``count_level_splits``): at most as many as a push may have to cross in the level (a row pressed into a wall,
-    every one of its manifolds; cubes on the floor that one agent touches, two)."""
+    """The manifolds of ``order[first:last]`` in ``group`` that move a body another of them moves (split count two or
+    more, from ``count_level_splits``): at most as many as a push may have to cross in the level (a row pressed
+    together from both ends, every one of its manifolds; cubes on the floor that one agent touches, two)."""
     n = wp.int32(0)
     for m in range(first, last):
         k = order[world, m]
-        ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
-        shared_a = ima > 0.0 and splits.count[world, c.body_a[world, k]] > 1
-        shared_b = imb > 0.0 and splits.count[world, c.body_b[world, k]] > 1
+        moves_a, moves_b = manifold_moves(bodies, splits, c, world, k, up, group)
+        shared_a = moves_a and splits.count[world, c.body_a[world, k]] > 1
+        shared_b = moves_b and splits.count[world, c.body_b[world, k]] > 1
         if shared_a or shared_b:
             n += 1
     return n
 
 
 @wp.func
-def level_steps(up: wp.vec3, chain: int) -> int:
-    """Jacobi steps over a level that shares a body, ``chain`` of whose manifolds move a shared body
+def level_steps(up: wp.vec3, chain: int, group: int) -> int:
+    """Jacobi steps over a level that shares a body, ``chain`` of whose manifolds in ``group`` move a shared body
     (``level_chain``): ``LEVEL_STEPS`` in the last pass (``up`` non-zero), one before, or one a manifold of the chain
-    where that is more."""
+    where that is more; one for a group of ranks (``rank_level``) none of whose bodies two of its manifolds move (each
+    moves one body against one held still, which one solve satisfies)."""
+    if group >= 0 and chain == 0:
+        return 1
     return wp.max(wp.where(wp.length_sq(up) > 0.0, LEVEL_STEPS, 1), chain)
+
+
+@wp.func
+def manifold_moves(bodies: Bodies, splits: Splits, c: Contacts, world: int, k: int, up: wp.vec3, group: int):
+    """Whether the manifold at row ``k`` moves each of its bodies in the solve of ``group`` of its level: one whose
+    inverse mass is not 0 (``manifold_inverse_masses``) and, for a group of ranks (``rank_level``), not the one of
+    lower rank; neither where the manifold is not in the group (the lower rank of its bodies)."""
+    ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
+    moves_a = ima > 0.0
+    moves_b = imb > 0.0
+    if group != ALL_MANIFOLDS:
+        rank_a = splits.rank[world, c.body_a[world, k]]
+        rank_b = splits.rank[world, c.body_b[world, k]]
+        if wp.min(rank_a, rank_b) != group:
+            moves_a = False
+            moves_b = False
+        elif rank_a < rank_b:
+            moves_a = False
+        elif rank_b < rank_a:
+            moves_b = False
+    return moves_a, moves_b
+
+
+@wp.func
+def rank_level(
+    bodies: Bodies,
+    splits: Splits,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    world: int,
+    first: int,
+    last: int,
+    up: wp.vec3,
+) -> int:
+    """Ranks the bodies of the level ``order[first:last]`` for its solve outwards from its anchors (``RANK_FREE``):
+    0 for a body that one of its manifolds does not move (``manifold_inverse_masses``), else one more than the lowest
+    rank among the bodies it touches through the level, ``RANK_FREE`` where none is ranked. Returns twice the number
+    of groups of ranks (the manifolds whose lower rank is 0, 1, ...), plus one where some manifold's bodies are both
+    ``RANK_FREE``; 0 or 1 where no body is an anchor."""
+    for m in range(first, last):
+        k = order[world, m]
+        splits.rank[world, c.body_a[world, k]] = RANK_FREE
+        splits.rank[world, c.body_b[world, k]] = RANK_FREE
+    for m in range(first, last):
+        k = order[world, m]
+        ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
+        if ima <= 0.0:
+            splits.rank[world, c.body_a[world, k]] = 0
+        if imb <= 0.0:
+            splits.rank[world, c.body_b[world, k]] = 0
+    for _round in range(last - first):  # shortest paths (Bellman-Ford): at most as many rounds as manifolds
+        changed = wp.int32(0)
+        for m in range(first, last):
+            k = order[world, m]
+            a = c.body_a[world, k]
+            b = c.body_b[world, k]
+            rank_a = splits.rank[world, a]
+            rank_b = splits.rank[world, b]
+            if rank_a + 1 < rank_b:
+                splits.rank[world, b] = rank_a + 1
+                changed = 1
+            elif rank_b + 1 < rank_a:
+                splits.rank[world, a] = rank_b + 1
+                changed = 1
+        if changed == 0:
+            break
+    groups = wp.int32(0)
+    free = wp.int32(0)
+    for m in range(first, last):
+        k = order[world, m]
+        lower = wp.min(splits.rank[world, c.body_a[world, k]], splits.rank[world, c.body_b[world, k]])
+        if lower == RANK_FREE:
+            free = 1
+        else:
+            groups = wp.max(groups, lower + 1)
+    return groups * 2 + free
 
 
 @wp.func
@@ -1053,20 +1162,28 @@ def level_manifold(
     count: int,
     up: wp.vec3,
     jacobi: bool,
+    group: int,
 ):
     """The manifold that starts at row ``k`` in its level's solve: on its own (``jacobi`` false), solved and applied
     as ``solve_manifold`` does; in a Jacobi step, its corrections from the present poses with its bodies' masses
-    split, kept at its first row, not applied (``level_corrections``). One call of ``manifold_corrections`` serves
-    both, so a solver kernel holds one copy of it."""
+    split, kept at its first row, not applied (``level_corrections``), where it is in ``group`` (``manifold_moves``;
+    a body that it holds still has its mass split to infinity). One call of ``manifold_corrections`` serves both, so
+    a solver kernel holds one copy of it."""
     a = c.body_a[world, k]
     b = c.body_b[world, k]
     ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
-    if jacobi or ima + imb > 0.0:
-        split_a = wp.float32(1.0)
-        split_b = wp.float32(1.0)
-        if jacobi:
-            split_a = float(wp.max(splits.count[world, a], 1))
-            split_b = float(wp.max(splits.count[world, b], 1))
+    member = bool(True)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
+    split_a = wp.float32(1.0)
+    split_b = wp.float32(1.0)
+    if jacobi:
+        split_a = float(wp.max(splits.count[world, a], 1))
+        split_b = float(wp.max(splits.count[world, b], 1))
+        if group != ALL_MANIFOLDS:
+            moves_a, moves_b = manifold_moves(bodies, splits, c, world, k, up, group)
+            member = moves_a or moves_b
+            split_a = wp.where(moves_a, split_a, 0.0)
+            split_b = wp.where(moves_b, split_b, 0.0)
+    if member and (jacobi or ima + imb > 0.0):
         dxa, dqa, dxb, dqb = manifold_corrections(
             bodies,
             c,
@@ -1113,19 +1230,32 @@ def level_corrections(
     """One Jacobi step's corrections of the manifolds ``order[first + lane : last : lanes]``, each from the present
     poses with its bodies' masses split (``solve_level``), kept at the manifold's first row, not applied."""
     for m in range(first + lane, last, lanes):
-        level_manifold(bodies, splits, poses, c, impulse, friction, world, order[world, m], count, up, True)
+        level_manifold(
+            bodies, splits, poses, c, impulse, friction, world, order[world, m], count, up, True, ALL_MANIFOLDS
+        )
 
 
 @wp.func
 def apply_level(
-    bodies: Bodies, splits: Splits, c: Contacts, order: wp.array2d[wp.int32], world: int, first: int, last: int
+    bodies: Bodies,
+    splits: Splits,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    world: int,
+    first: int,
+    last: int,
+    up: wp.vec3,
+    group: int,
 ):
-    """Moves each body of the level by the mean of the corrections its manifolds found (``level_corrections``),
-    summed in the level's order."""
+    """Moves each body of the level by the mean of the corrections its manifolds in ``group`` found
+    (``level_corrections``), summed in the level's order."""
     for m in range(first, last):
         k = order[world, m]
         a = c.body_a[world, k]
         b = c.body_b[world, k]
+        moves_a, moves_b = manifold_moves(bodies, splits, c, world, k, up, group)
+        if not (moves_a or moves_b):
+            continue
         # A body that the manifold does not move got zero corrections.
         splits.move[world, a] = splits.move[world, a] + splits.move_a[world, k]
         splits.turn[world, a] = splits.turn[world, a] + splits.turn_a[world, k]
@@ -1148,6 +1278,8 @@ def apply_level_lanes(
     world: int,
     first: int,
     last: int,
+    up: wp.vec3,
+    group: int,
     lane: int,
     lanes: int,
 ):
@@ -1160,12 +1292,17 @@ def apply_level_lanes(
             turn = wp.vec3(0.0, 0.0, 0.0)
             for m in range(first, last):
                 k = order[world, m]
-                if c.body_a[world, k] == i:
-                    move = move + splits.move_a[world, k]
-                    turn = turn + splits.turn_a[world, k]
-                elif c.body_b[world, k] == i:
-                    move = move + splits.move_b[world, k]
-                    turn = turn + splits.turn_b[world, k]
+                a = c.body_a[world, k]
+                b = c.body_b[world, k]
+                if a == i or b == i:
+                    moves_a, moves_b = manifold_moves(bodies, splits, c, world, k, up, group)
+                    if moves_a or moves_b:
+                        if a == i:
+                            move = move + splits.move_a[world, k]
+                            turn = turn + splits.turn_a[world, k]
+                        else:
+                            move = move + splits.move_b[world, k]
+                            turn = turn + splits.turn_b[world, k]
             move_body(bodies, world, i, move / float(parts), turn / float(parts))
 
 
@@ -1196,10 +1333,11 @@ def solve_level(
     of three or more corrections), and each manifold of a step runs on its own lane in
     ``step_bodies_block``, which calls the three parts with a barrier between them; here they run on one thread.
     """
-    count_level_splits(bodies, splits, c, order, world, first, last, up)
-    for _step in range(level_steps(up, level_chain(bodies, splits, c, order, world, first, last, up))):
+    count_level_splits(bodies, splits, c, order, world, first, last, up, ALL_MANIFOLDS)
+    chain = level_chain(bodies, splits, c, order, world, first, last, up, ALL_MANIFOLDS)
+    for _step in range(level_steps(up, chain, ALL_MANIFOLDS)):
         level_corrections(bodies, splits, poses, c, impulse, friction, order, world, first, last, count, up, 0, 1)
-        apply_level(bodies, splits, c, order, world, first, last)
+        apply_level(bodies, splits, c, order, world, first, last, up, ALL_MANIFOLDS)
 
 
 @wp.func_native(
@@ -1642,6 +1780,7 @@ SolverMotion = ecs.bundle(
         ("split_count", wp.int32),
         ("split_move", wp.vec3),
         ("split_turn", wp.vec3),
+        ("split_rank", wp.int32),
         ("substep_reach", wp.float32),
         ("velocity_batch", wp.int32),
         ("body_vertices", wp.vec3, (8,)),
@@ -2348,6 +2487,7 @@ def _step_kernel(
         splits.count = body_out.split_count
         splits.move = body_out.split_move
         splits.turn = body_out.split_turn
+        splits.rank = body_out.split_rank
         splits.move_a = contact_out.contact_move_a
         splits.turn_a = contact_out.contact_turn_a
         splits.move_b = contact_out.contact_move_b
@@ -2647,38 +2787,55 @@ def _step_kernel(
                         # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
                         # and each is solved on its own (on a lane of its own in step_bodies_block).
                         last, jacobi = level_at(contact_out.contact_level, world, first)
-                        steps = wp.int32(1)
-                        if jacobi:
+                        # In the last pass, such a level goes outwards from its anchors, a group of ranks at a time
+                        # (``rank_level``), then the manifolds that no anchor reaches; otherwise whole.
+                        ranked = wp.int32(0)
+                        if jacobi and it == passes - 1:
+                            if lane == 0:
+                                ranked = rank_level(bodies, splits, c, order, world, first, last, up)
                             if wp.static(block):
-                                count_level_splits_lanes(bodies, splits, c, order, world, first, last, up, lane, lanes)
-                                block_sync(lanes)
-                            else:
-                                count_level_splits(bodies, splits, c, order, world, first, last, up)
-                            steps = level_steps(up, level_chain(bodies, splits, c, order, world, first, last, up))
-                        for _step in range(steps):
-                            if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
-                                if jacobi:  # the same on every lane of the world
-                                    block_sync(lanes)
-                            for m in range(first + lane, last, lanes):
-                                level_manifold(
-                                    bodies,
-                                    splits,
-                                    poses,
-                                    c,
-                                    impulse,
-                                    friction,
-                                    world,
-                                    order[world, m],
-                                    count,
-                                    up,
-                                    jacobi,
-                                )
+                                ranked = block_share(ranked, lanes)
+                        groups = wp.max(ranked / 2 + ranked % 2, 1)
+                        for g in range(groups):
+                            rank_group = wp.where(ranked < 2, ALL_MANIFOLDS, wp.where(g < ranked / 2, g, RANK_FREE))
+                            steps = wp.int32(1)
                             if jacobi:
                                 if wp.static(block):
+                                    count_level_splits_lanes(
+                                        bodies, splits, c, order, world, first, last, up, rank_group, lane, lanes
+                                    )
                                     block_sync(lanes)
-                                    apply_level_lanes(bodies, splits, c, order, world, first, last, lane, lanes)
                                 else:
-                                    apply_level(bodies, splits, c, order, world, first, last)
+                                    count_level_splits(bodies, splits, c, order, world, first, last, up, rank_group)
+                                chain = level_chain(bodies, splits, c, order, world, first, last, up, rank_group)
+                                steps = level_steps(up, chain, rank_group)
+                            for _step in range(steps):
+                                if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
+                                    if jacobi:  # the same on every lane of the world
+                                        block_sync(lanes)
+                                for m in range(first + lane, last, lanes):
+                                    level_manifold(
+                                        bodies,
+                                        splits,
+                                        poses,
+                                        c,
+                                        impulse,
+                                        friction,
+                                        world,
+                                        order[world, m],
+                                        count,
+                                        up,
+                                        jacobi,
+                                        rank_group,
+                                    )
+                                if jacobi:
+                                    if wp.static(block):
+                                        block_sync(lanes)
+                                        apply_level_lanes(
+                                            bodies, splits, c, order, world, first, last, up, rank_group, lane, lanes
+                                        )
+                                    else:
+                                        apply_level(bodies, splits, c, order, world, first, last, up, rank_group)
                         if wp.static(block):
                             block_sync(lanes)
                         first = last

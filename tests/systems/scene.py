@@ -93,6 +93,7 @@ def solver_views(sim: ecs.BatchSim) -> tuple[dict, dict, solver.Bodies, solver.S
         setattr(bodies, field, body[field])
     splits = solver.Splits()
     splits.count, splits.move, splits.turn = body["split_count"], body["split_move"], body["split_turn"]
+    splits.rank = body["split_rank"]
     splits.move_a, splits.turn_a = contact["contact_move_a"], contact["contact_turn_a"]
     splits.move_b, splits.turn_b = contact["contact_move_b"], contact["contact_turn_b"]
     c = Contacts()

@@ -58,6 +58,7 @@ def test_body_columns_are_the_physics_body_columns():
         "split_count",
         "split_move",
         "split_turn",
+        "split_rank",
         "substep_reach",
         "velocity_batch",
         "body_vertices",
