@@ -6,12 +6,14 @@ where Gauss-Seidel over the same manifolds (``solver.solve_manifold`` one after 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import warp as wp
 
 from systems import solver
 from systems.collision import Contacts, Poses
 from systems.geometry import ShapeType
 from systems.physics import BodySpec, PhysicsConfig
+from systems.rigid_body import Response
 
 from . import scene
 
@@ -122,3 +124,69 @@ def test_gauss_seidel_over_the_same_level_depends_on_the_order(device):
     forward = solve(sim, starts, count, jacobi=False)
     backward = solve(sim, starts[::-1], count, jacobi=False)
     assert np.abs(forward["position"] - backward["position"]).max() > 1e-4
+
+
+@wp.kernel
+def rank_one_level(
+    bodies: solver.Bodies,
+    splits: solver.Splits,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    manifolds: int,
+    ranked: wp.array[wp.int32],
+):
+    world = wp.tid()
+    ranked[world] = solver.rank_level(bodies, splits, c, order, world, 0, manifolds, wp.vec3(0.0, 0.0, 1.0))
+
+
+def bfs_ranks(pairs: list[tuple[int, int]], anchors: set[int]) -> dict[int, int]:
+    """Each body's fewest manifolds to an anchor (numpy's reference for ``rank_level``), RANK_FREE where none."""
+    free = int(solver.RANK_FREE)
+    rank = {b: (0 if b in anchors else free) for pair in pairs for b in pair}
+    frontier = [b for b in rank if rank[b] == 0]
+    while frontier:
+        nxt = []
+        for a, b in pairs:
+            for x, y in ((a, b), (b, a)):
+                if x in frontier and rank[y] > rank[x] + 1:
+                    rank[y] = rank[x] + 1
+                    nxt.append(y)
+        frontier = nxt
+    return rank
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("wall_cubes", [1, 4])
+def test_ranks_count_the_manifolds_to_the_nearest_wall_in_any_listing_order(wall_cubes, seed):
+    """A row of ``wall_cubes`` cubes touching a static wall and, apart, a row of two touching cubes that touch
+    nothing fixed: ``rank_level`` over their side manifolds (listed in a shuffled order) gives each cube the number
+    of manifolds between it and the wall (numpy's breadth-first search), RANK_FREE to the free pair, and returns
+    twice the groups of ranks plus one for the free manifolds."""
+    rng = np.random.default_rng(seed)
+    wall = BodySpec(ShapeType.BOX, size=(0.1, 2.0, 1.0), position=(0.1, 0, 1.0), response=Response.STATIC)
+    row = [
+        BodySpec(ShapeType.BOX, size=(HALF,) * 3, position=(-HALF - 2 * HALF * i, 0.0, HALF)) for i in range(wall_cubes)
+    ]
+    free = [BodySpec(ShapeType.BOX, size=(HALF,) * 3, position=(x, 3.0, HALF)) for x in (-1.0, -1.0 - 2 * HALF)]
+    bodies = [scene.floor(), wall, *row, *free]
+    listing = rng.permutation(len(bodies) - 1) + 1  # the floor stays first
+    sim = scene.build([bodies[0], *(bodies[i] for i in listing)], PhysicsConfig(max_bodies=16))
+    sim.step()
+    row_of = {int(i): r + 1 for r, i in enumerate(listing)}  # spec index -> table row
+    contact = sim.tables["contact"]
+    count = int(contact["alive"].numpy()[0].sum())
+    a, b = contact["contact_body_a"].numpy()[0], contact["contact_body_b"].numpy()[0]
+    normal = contact["contact_normal"].numpy()[0]
+    starts = [k for k in range(count) if (k == 0 or (a[k], b[k]) != (a[k - 1], b[k - 1])) and abs(normal[k, 2]) < 0.5]
+    pairs = [(int(a[k]), int(b[k])) for k in starts]
+    assert len(pairs) == wall_cubes + 1, pairs
+    rng.shuffle(starts)
+    body, _contact, solver_bodies, splits, c = scene.solver_views(sim)
+    ranked = wp.zeros(1, dtype=wp.int32)
+    order = wp.array([starts], dtype=wp.int32)
+    wp.launch(rank_one_level, dim=1, inputs=[solver_bodies, splits, c, order, len(starts), ranked])
+    expected = bfs_ranks(pairs, {row_of[1]})
+    got = body["split_rank"].numpy()[0]
+    assert {i: int(got[i]) for i in expected} == expected
+    assert [expected[row_of[2 + i]] for i in range(wall_cubes)] == list(range(1, wall_cubes + 1))
+    assert int(ranked.numpy()[0]) == 2 * wall_cubes + 1
