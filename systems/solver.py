@@ -33,8 +33,8 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    their corrections (``solve_level``), so that the order they are listed in does not push the
    body one way. The last pass propagates shocks: a body resting on another is solved
    against the lower one held still, so a stack ends the substep with every contact satisfied
-   and nothing creeps; and a level that shares a body goes outwards from the bodies it does not
-   move (a wall, a locked box), each manifold solved against the body nearer them held still
+   and nothing creeps; and (with ``RANKED_PASSES`` passes or more) a level that shares a body goes
+   outwards from the bodies it does not move (a wall, a locked box), each manifold solved against the body nearer them held still
    (``rank_level``), so a row pressed into a wall ends the substep with every contact satisfied
    too. Where no normal impulse can turn either body (upright bodies whose tilt is
    locked, resting on a level face), the face's points share its load equally (solved point by
@@ -169,6 +169,11 @@ LEVEL_STEPS = wp.constant(3)
 # a level solved whole, not by ranks.
 RANK_FREE = wp.constant(1 << 30)
 ALL_MANIFOLDS = wp.constant(-1)
+# The contact passes a substep needs for its last pass to go by ranks. With one pass, the held-grab stress of
+# hide-and-seek (physics_budgets.py, 8 substeps) had 4.4x the contacts deeper than 2 cm with ranks and threw a body
+# at 42 m/s: that pass is also the first, and holding bodies still in it leaves their holders' joints and the other
+# contacts no pass to share the push in.
+RANKED_PASSES = wp.constant(2)
 # m: manifolds within this height of a level's lowest belong to it: supports at one height, not a
 # body touching two things at different heights (a cube at a ramp's foot). At 0.1 mm, the faces of a row of boxes
 # pressed into a wall, each box sunk into the floor by a different fraction of a millimetre, fell into levels of one
@@ -2787,10 +2792,11 @@ def _step_kernel(
                         # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
                         # and each is solved on its own (on a lane of its own in step_bodies_block).
                         last, jacobi = level_at(contact_out.contact_level, world, first)
-                        # In the last pass, such a level goes outwards from its anchors, a group of ranks at a time
-                        # (``rank_level``), then the manifolds that no anchor reaches; otherwise whole.
+                        # In the last of RANKED_PASSES passes or more, such a level goes outwards from its anchors, a
+                        # group of ranks at a time (``rank_level``), then the manifolds that no anchor reaches;
+                        # otherwise whole.
                         ranked = wp.int32(0)
-                        if jacobi and it == passes - 1:
+                        if jacobi and it == passes - 1 and passes >= RANKED_PASSES:
                             if lane == 0:
                                 ranked = rank_level(bodies, splits, c, order, world, first, last, up)
                             if wp.static(block):
