@@ -34,9 +34,9 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    body one way. The last pass propagates shocks: a body resting on another is solved
    against the lower one held still, so a stack ends the substep with every contact satisfied
    and nothing creeps; and (with ``RANKED_PASSES`` passes or more) a level that shares a body goes
-   outwards from the bodies it does not move (a wall, a locked box), each manifold solved against the body nearer them held still
-   (``rank_level``), so a row pressed into a wall ends the substep with every contact satisfied
-   too. Where no normal impulse can turn either body (upright bodies whose tilt is
+   outwards from the bodies it does not move (a wall, a locked box), each manifold solved against
+   the body nearer them held still (``rank_level``), so a row pressed into a wall ends the substep
+   with every contact satisfied too. Where no normal impulse can turn either body (upright bodies whose tilt is
    locked, resting on a level face), the face's points share its load equally (solved point by
    point, all of it would land on the first, whose friction alone would turn the body). Each
    pass begins with the fixed joints (anchor points together, relative orientation held, zero
@@ -1071,8 +1071,8 @@ def level_chain(
 def level_steps(up: wp.vec3, chain: int, group: int) -> int:
     """Jacobi steps over a level that shares a body, ``chain`` of whose manifolds in ``group`` move a shared body
     (``level_chain``): ``LEVEL_STEPS`` in the last pass (``up`` non-zero), one before, or one a manifold of the chain
-    where that is more; one for a group of ranks (``rank_level``) none of whose bodies two of its manifolds move (each
-    moves one body against one held still, which one solve satisfies)."""
+    where that is more; one for a group of ranks (``rank_level``, ``RANK_FREE`` too) none of whose bodies two of its
+    manifolds move (each manifold then moves its bodies alone, which one solve satisfies)."""
     if group >= 0 and chain == 0:
         return 1
     return wp.max(wp.where(wp.length_sq(up) > 0.0, LEVEL_STEPS, 1), chain)

@@ -9,7 +9,8 @@ batches of manifolds that move no body in common, and the joints in such batches
 level's check for a body moved by two of its manifolds; lane 0 alone ends the velocity pass's batches. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
 (``wp.config.enable_cpu_blocks``); the tests turn them on, so a barrier missing between two stages shows up
 as a different result. Scenes: stacks listed bottom first, top first and interleaved, with and without
-offsets; the 10-cube pyramid in several orders (its levels share cubes: Jacobi steps); heaps with static and
+offsets; the 10-cube pyramid in several orders (its levels share cubes: Jacobi steps); a row thrown at a wall
+(ranks, ``rank_level``) beside two cubes thrown at each other; heaps with static and
 kinematic bodies and spheres; hide-and-seek under random moves, grabs and locks, captured, eager and with CPU
 threads.
 """
@@ -102,6 +103,18 @@ def heap(seed: int) -> list[BodySpec]:
     return bodies
 
 
+def row_into_a_wall(order: str) -> list[BodySpec]:
+    """Four touching cubes thrown at 2 m/s against a static wall (a level ranked outwards from the wall in the last
+    pass, ``rank_level``) and, apart, two cubes thrown at each other (manifolds no anchor reaches), in ``order``."""
+    wall = BodySpec(ShapeType.BOX, size=(0.1, 1.0, 0.5), position=(0.1, 0.0, 0.5), response=Response.STATIC)
+    row = [cube(-HALF - 2 * HALF * i, 0.0, HALF, linear_velocity=(2.0, 0.0, 0.0)) for i in range(4)]
+    pair = [cube(-1.0 + 1.01 * HALF * s, 3.0, HALF, linear_velocity=(-s * 1.0, 0.0, 0.0)) for s in (-1.0, 1.0)]
+    bodies = [wall, *row, *pair]
+    if order == "shuffled":
+        bodies = [bodies[i] for i in np.random.default_rng(2).permutation(len(bodies))]
+    return [scene.floor(), *bodies]
+
+
 SCENES: dict[str, Callable[[], list[BodySpec]]] = {
     "stack 8 interleaved 2 cm": lambda: stack(8, 0.02, "interleaved"),
     "stack 5 top first 1 cm": lambda: stack(5, 0.01, "top_first"),
@@ -110,6 +123,8 @@ SCENES: dict[str, Callable[[], list[BodySpec]]] = {
     "pyramid shuffled, touching": lambda: pyramid("shuffled", gap=0.0),
     "heap 0": lambda: heap(0),
     "heap 1": lambda: heap(1),
+    "row into a wall": lambda: row_into_a_wall("listed"),
+    "row into a wall, shuffled": lambda: row_into_a_wall("shuffled"),
 }
 
 
