@@ -910,7 +910,7 @@ def facing_arm(arm: wp.vec3, rot: wp.mat33, q_start: wp.quat, radius_out: wp.vec
 @wp.func
 def manifold_inverse_masses(bodies: Bodies, c: Contacts, world: int, start: int, up: wp.vec3):
     """Inverse masses of the bodies of the manifold at ``start`` in its solve: 0 for a static or locked
-    body, and for the lower one where ``up`` is non-zero and one rests on the other (see ``solve_manifold``)."""
+    body, and for the lower one where ``up`` is non-zero and one rests on the other (see ``level_manifold``)."""
     a = c.body_a[world, start]
     b = c.body_b[world, start]
     ima = inv_mass_of(bodies, world, a)
@@ -922,54 +922,6 @@ def manifold_inverse_masses(bodies: Bodies, c: Contacts, world: int, start: int,
         elif lean < -SHOCK_COS:
             imb = 0.0
     return ima, imb
-
-
-@wp.func
-def solve_manifold(
-    bodies: Bodies,
-    c: Contacts,
-    impulse: wp.array2d[wp.float32],
-    friction: wp.array2d[wp.vec3],
-    world: int,
-    start: int,
-    end: int,
-    up: wp.vec3,
-    round_a: float,
-    round_b: float,
-):
-    """Normal and friction position constraints of one pair's contacts, point by point.
-
-    Every point is its own constraint: the normal one pushes the anchors apart along ``n`` until they
-    no longer overlap (accumulated impulse ``lambda_n >= 0``), the friction one undoes the tangential
-    motion of the anchors since the substep began, with an accumulated impulse of at most
-    ``mu lambda_n`` (Coulomb's cone: static friction holds, a sliding contact is slowed by ``mu``
-    times its normal impulse). The points are solved together by projected Gauss-Seidel over
-    ``FIRST_SWEEPS`` (every other one backwards; ``NORMAL_SWEEPS`` in the last pass) sweeps, each
-    point's normal then its friction, linearised about the pose the pair has when its turn comes,
-    stopping early once a sweep moves the pair less than ``SETTLED``; the motion of each body is
-    applied once at the end. The sweeps converge to the point impulses that balance force and torque together, so a
-    resting contact patch neither tilts nor creeps. Impulses accumulate over the passes.
-
-    ``up`` non-zero (the last pass, shock propagation): when one body rests on the other (the
-    normal within ``acos(SHOCK_COS)`` of ``up``), the lower body is held still, so that fixing
-    a contact higher up a stack does not undo the ones below it.
-
-    The contacts were found at the poses the substep started from. Friction acts on the material
-    points that touched then; the normal constraint on the points of the surfaces that face each
-    other now: the same material points for flat faces, but for a round body (radius
-    ``round_a``, ``round_b``; 0 for others) the point of its surface along the normal, so that a
-    rolling ball keeps pressing on the slope instead of lifting the point it touched.
-    """
-    ima, imb = manifold_inverse_masses(bodies, c, world, start, up)
-    if ima + imb <= 0.0:
-        return
-    dxa, dqa, dxb, dqb = manifold_corrections(
-        bodies, c, impulse, friction, world, start, end, up, round_a, round_b, 1.0, 1.0
-    )
-    if ima > 0.0:
-        move_body(bodies, world, c.body_a[world, start], dxa, dqa)
-    if imb > 0.0:
-        move_body(bodies, world, c.body_b[world, start], dxb, dqb)
 
 
 @wp.func
@@ -1169,11 +1121,34 @@ def level_manifold(
     jacobi: bool,
     group: int,
 ):
-    """The manifold that starts at row ``k`` in its level's solve: on its own (``jacobi`` false), solved and applied
-    as ``solve_manifold`` does; in a Jacobi step, its corrections from the present poses with its bodies' masses
-    split, kept at its first row, not applied (``level_corrections``), where it is in ``group`` (``manifold_moves``;
-    a body that it holds still has its mass split to infinity). One call of ``manifold_corrections`` serves both, so
-    a solver kernel holds one copy of it."""
+    """The manifold that starts at row ``k`` in its level's solve: on its own (``jacobi`` false), solved and its motion
+    applied to the bodies at once (Gauss-Seidel); in a Jacobi step, its corrections from the present poses with its
+    bodies' masses split, kept at its first row, not applied (``level_corrections``), where it is in ``group``
+    (``manifold_moves``; a body that it holds still has its mass split to infinity). One call of
+    ``manifold_corrections`` serves both, so a solver kernel holds one copy of it.
+
+    The constraints are the normal and friction position constraints of the pair's contacts. Every point is its own
+    constraint: the normal one pushes the anchors apart along ``n`` until they
+    no longer overlap (accumulated impulse ``lambda_n >= 0``), the friction one undoes the tangential
+    motion of the anchors since the substep began, with an accumulated impulse of at most
+    ``mu lambda_n`` (Coulomb's cone: static friction holds, a sliding contact is slowed by ``mu``
+    times its normal impulse). The points are solved together by projected Gauss-Seidel over
+    ``FIRST_SWEEPS`` (every other one backwards; ``NORMAL_SWEEPS`` in the last pass) sweeps, each
+    point's normal then its friction, linearised about the pose the pair has when its turn comes,
+    stopping early once a sweep moves the pair less than ``SETTLED``; the motion of each body is
+    applied once at the end. The sweeps converge to the point impulses that balance force and torque together, so a
+    resting contact patch neither tilts nor creeps. Impulses accumulate over the passes.
+
+    ``up`` non-zero (the last pass, shock propagation): when one body rests on the other (the
+    normal within ``acos(SHOCK_COS)`` of ``up``), the lower body is held still, so that fixing
+    a contact higher up a stack does not undo the ones below it.
+
+    The contacts were found at the poses the substep started from. Friction acts on the material
+    points that touched then; the normal constraint on the points of the surfaces that face each
+    other now: the same material points for flat faces, but for a round body (radius
+    ``round_radius``; 0 for others) the point of its surface along the normal, so that a
+    rolling ball keeps pressing on the slope instead of lifting the point it touched.
+    """
     a = c.body_a[world, k]
     b = c.body_b[world, k]
     ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
@@ -1442,7 +1417,7 @@ def manifold_corrections(
     split_a: float,
     split_b: float,
 ):
-    """The motion ``solve_manifold`` gives the two bodies of one manifold from their present poses:
+    """The motion ``level_manifold`` gives the two bodies of one manifold from their present poses:
     translations ``dxa``, ``dxb`` [m] and rotation vectors ``dqa``, ``dqb`` [rad], world frame, not
     applied; the manifold's impulses accumulate as they are found.
 
@@ -1694,7 +1669,7 @@ def solve_manifold_velocity(
         if lam > 0.0:
             nk = c.normal[world, k]
             total += lam
-            # The normal speed at the points that face each other now (see solve_manifold).
+            # The normal speed at the points that face each other now (see level_manifold).
             ra_sum += facing_arm(rot_a * c.offset_a[world, k], rot_a, q_a_prev, nk * round_a) * lam
             rb_sum += facing_arm(rot_b * c.offset_b[world, k], rot_b, q_b_prev, -nk * round_b) * lam
             n_sum += nk * lam

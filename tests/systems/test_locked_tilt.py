@@ -3,7 +3,7 @@ and ramps): they stay upright, and a face resting on the floor shares its load a
 
 Such a body cannot tilt, so the split of its weight among the corners of a face is not fixed by the
 contact constraints; solved point by point, all of it would land on the corner solved first, whose friction
-alone would then turn a box that is pushed straight. The solver shares it equally (``solver.solve_manifold``).
+alone would then turn a box that is pushed straight. The solver shares it equally (``solver.manifold_corrections``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A level of contact manifolds that share a body is solved by Jacobi steps with mass splitting
 (``solver.solve_level``): the result does not depend on the order its manifolds are listed in,
-where Gauss-Seidel over the same manifolds (``solver.solve_manifold`` one after the other) does.
+where Gauss-Seidel over the same manifolds (``solver.level_manifold`` one after the other, each applied at once) does.
 """
 
 from __future__ import annotations
@@ -40,17 +40,8 @@ def solve_one_level(
     else:
         for m in range(manifolds):
             k = order[world, m]
-            solver.solve_manifold(
-                bodies,
-                c,
-                impulse,
-                friction,
-                world,
-                k,
-                solver.manifold_end(c, world, k, count),
-                up,
-                solver.round_radius(poses, world, c.body_a[world, k]),
-                solver.round_radius(poses, world, c.body_b[world, k]),
+            solver.level_manifold(
+                bodies, splits, poses, c, impulse, friction, world, k, count, up, False, solver.ALL_MANIFOLDS
             )
 
 
