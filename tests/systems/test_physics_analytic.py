@@ -293,7 +293,8 @@ def test_hide_and_seeks_upright_boxes_pressed_in_long_rows_hold_for_30_s(cubes, 
 @pytest.mark.xfail(
     strict=True,
     reason="one contact pass (contact_passes=1, not hide-and-seek's default) is too few for ranks (RANKED_PASSES): by "
-    "Jacobi steps alone 6 upright boxes pressed by 180 N at hide-and-seek's step fly apart at km/s within 30 s",
+    "Jacobi steps alone 6 upright boxes pressed by 180 N at hide-and-seek's step keep 1.5 mm of overlap, drift sideways and "
+    "jackknife within 7 s, and the pushed box slides past the others and the wall's end",
 )
 def test_upright_boxes_pressed_in_a_row_hold_with_one_contact_pass():
     position = pressed_row(
