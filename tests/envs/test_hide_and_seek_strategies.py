@@ -154,6 +154,88 @@ def test_hiders_lock_a_box_across_a_doorway_and_the_seeker_cannot_pass(quarter, 
     assert seeker_x[1] < 0.35 - 0.075, "the seeker got past a locked box"
 
 
+@pytest.mark.parametrize(("quarter", "offset"), TURNS)
+def test_a_seeker_carries_a_ramp_to_a_wall_and_crosses_unless_the_hiders_locked_it(quarter, offset):
+    """Ramp use and ramp defence: a seeker grabs a ramp lying 1.6 m from a 0.5 m wall by its low end, pushes it
+    to the wall, lets go, backs off and drives up it over the wall. Locked by the hiders where it lies, the ramp
+    cannot be held or moved, and the seeker, driving up it all the same, jumps short of the wall."""
+    scene = Scene(quarter, offset)
+    ramp_x = -1.6  # the centre of the ramp's bounding box; its low end faces the seeker, 10 cm away
+    crossed = {}
+    for locked in (False, True):
+        sim = build(
+            fixed_walls=(scene.wall(0.0, -3.0, 0.0, 3.0),),
+            fixed_ramps=(scene.placed(ramp_x, 0.0, 0.0),),
+            fixed_agents=(scene.agent(0, 2.0, 2.0, 0.0), scene.agent(1, ramp_x - 0.5, 0.0, 0.0)),
+        )
+        ramp, seeker = rows(sim, Kind.RAMP)[0], agent_row(sim, SEEKER)
+        if locked:
+            sim.tensor("body", "locked_by")[0, ramp] = 1  # by the hiders
+        sim.step()
+        assert int(sim.tensor("agent", "reach_target")[0, SEEKER]) == ramp
+        start = positions(sim)[ramp]
+        sim.actions["grab"][0, SEEKER] = 1
+        sim.step()
+        assert int(sim.tensor("agent", "holding")[0, SEEKER]) == int(not locked)
+        scene.drive(sim, SEEKER, forward=1, bins=2)  # carry it: 40 % of full force
+        for _ in range(30):
+            sim.step()
+        ramp_at = positions(sim)[ramp]
+        sim.actions["grab"][0, SEEKER] = 0
+        scene.drive(sim, SEEKER, forward=-1, bins=2)
+        for _ in range(4):
+            sim.step()
+        scene.drive(sim, SEEKER, forward=1)
+        for _ in range(40):
+            sim.step()
+        crossed[locked] = scene.local(positions(sim)[seeker])[0]
+        if locked:
+            np.testing.assert_allclose(positions(sim)[ramp], start, atol=1e-4, err_msg="a locked ramp moved")
+        else:
+            # Its high end (a third of its length from the centroid, which is its position) against the wall.
+            assert abs(scene.local(ramp_at)[0] - (-0.05 - 0.5 / 3)) < 0.03, scene.local(ramp_at)
+            assert abs(scene.local(ramp_at)[1]) < 0.05 and abs(ramp_at[2] - start[2]) < 0.01, ramp_at
+    assert crossed[False] > 0.5, "the seeker did not get over the wall with the ramp it carried there"
+    assert crossed[True] < 0.0, "the seeker got over the wall though the ramp was locked 1.6 m from it"
+
+
+@pytest.mark.parametrize(("quarter", "offset"), TURNS)
+def test_a_hider_pulls_a_ramp_through_a_door_into_its_room(quarter, offset):
+    """Ramp defence by taking the ramp: a hider in a doorway faces a ramp outside, 6 cm off the door's axis, grabs
+    it by its high end and walks backwards into the room at 40 % force, pulling it through the 0.7 m door (0.1 m
+    to spare on each side); the ramp arrives upright, in line behind the hider. Not held, it stays outside."""
+    scene = Scene(quarter, offset)
+    off_axis = 0.06
+    end = {}
+    for grab in (False, True):
+        sim = build(
+            fixed_walls=door_walls(scene, DOOR),
+            fixed_ramps=(scene.placed(-1.0, off_axis, 0.0),),
+            fixed_agents=(scene.agent(0, -0.5, off_axis, math.pi), scene.agent(1, -2.5, -2.5, 0.0)),
+        )
+        ramp, hider = rows(sim, Kind.RAMP)[0], agent_row(sim, HIDER)
+        sim.step()
+        assert int(sim.tensor("agent", "reach_target")[0, HIDER]) == ramp
+        start = positions(sim)[ramp]
+        sim.actions["grab"][0, HIDER] = int(grab)
+        sim.step()
+        assert int(sim.tensor("agent", "holding")[0, HIDER]) == int(grab)
+        scene.drive(sim, HIDER, forward=1, bins=2)  # backwards: the hider faces -x
+        for _ in range(25):
+            sim.step()
+        end[grab] = positions(sim)[ramp]
+        assert abs(end[grab][2] - start[2]) < 0.01, "the ramp left the floor"
+        q = sim.tensor("body", "rotation").numpy()[0, ramp]  # x, y, z, w: turned about z only
+        turn = (2 * math.atan2(q[2], q[3]) - scene.angle + math.pi) % (2 * math.pi) - math.pi
+        assert abs(turn) < 0.1, f"the ramp turned by {turn:.3f} rad on its way"
+        if grab:  # held where it was grabbed: the hider 0.5 m ahead of the ramp's centroid
+            lead = scene.local(positions(sim)[hider]) - scene.local(end[grab])
+            assert abs(lead[0] - 0.5) < 0.05 and abs(lead[1]) < 0.05, lead
+    assert scene.local(end[False])[0] < -0.9, "a ramp nobody holds must stay outside"
+    inside = scene.local(end[True])
+    assert inside[0] > 0.5 and abs(inside[1] - off_axis) < 0.05, inside
+
+
 def surf(scene: Scene, grab: bool) -> tuple[np.ndarray, float]:
     """A seeker climbs a ramp the hiders locked onto a free cube, grabs it (or not) and drives
     sideways; returns the cube's motion in the scene's frame and the seeker's final height."""
