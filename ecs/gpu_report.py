@@ -368,6 +368,11 @@ def stage_solver(args: argparse.Namespace) -> dict:
                     result.setdefault("references", {}).setdefault(str(n), {})[other] = reference
             _partial(args, result)
             del sim
+    if not args.solver_forms:
+        # The form that fills a GPU at the largest count (a thread per world, staged: results/gpu/h200-2026-11-27):
+        # where its time goes there, last, so that it costs a short lease none of the rows above.
+        result["staged_profile"].append(_staged_profile(args, counts[-1], layout="world"))
+        _partial(args, result)
     return result
 
 
@@ -532,15 +537,16 @@ def _solver_stages(args: argparse.Namespace, layout: str, n: int, scene: str = "
     return row
 
 
-def _staged_profile(args: argparse.Namespace, n: int, scene: str = "random level") -> dict:
-    """The staged block solver's launches (with its cache on CUDA, as by default) timed one by one (``sim.profile``:
-    a device synchronisation around each), summed over the substeps per stage of ``solver.STAGED``: seconds per step
-    and share of the solver's time, in hide-and-seek's ``scene`` (of ``PROBE_SCENES``)."""
+def _staged_profile(args: argparse.Namespace, n: int, scene: str = "random level", layout: str = "block") -> dict:
+    """The staged solver's launches (the block's with its cache on CUDA, as by default; or a thread per world's,
+    ``layout`` "world") timed one by one (``sim.profile``: a device synchronisation around each), summed over the
+    substeps per stage of ``solver.STAGED``: seconds per step and share of the solver's time, in hide-and-seek's
+    ``scene`` (of ``PROBE_SCENES``)."""
     import importlib
 
     staged = importlib.import_module("systems.solver").STAGED
-    row: dict[str, Any] = {"num_worlds": n, "scene": scene}
-    sim = _stepped_sim(args, n, row, solver_layout="block", solver_staged=True, **PROBE_SCENES[scene])
+    row: dict[str, Any] = {"num_worlds": n, "scene": scene, "layout": layout}
+    sim = _stepped_sim(args, n, row, solver_layout=layout, solver_staged=True, **PROBE_SCENES[scene])
     if sim is None:
         return row
     tree = sim.profile(2 if args.quick else 5).as_dict()["tree"]
@@ -970,10 +976,11 @@ def _write(out: str, report: dict) -> None:
                 names = list(staged_rows[0]["share"])
                 lines += ["", "Staged solver, each stage's launches timed by `sim.profile` (us per step, share):", ""]
                 lines += _table(
-                    ["scene", "num_worlds", *names, "eager step (us)"],
+                    ["scene", "layout", "num_worlds", *names, "eager step (us)"],
                     [
                         [
                             r.get("scene", "random level"),
+                            r.get("layout", "block"),
                             r["num_worlds"],
                             *(f"{r['seconds_per_step'][k] * 1e6:,.0f} ({r['share'][k]:.0%})" for k in names),
                             f"{r['step_seconds'] * 1e6:,.0f}",

@@ -77,7 +77,12 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     for r in solver["stages"]:
         assert list(r["share"]) == list(SOLVER_STAGES) and abs(sum(r["share"].values()) - 1.0) < 1e-9, r
         assert all(v > 0 for v in r["cycles_per_world_step"].values()), r
-    assert [r["scene"] for r in solver["staged_profile"]] == ["random level", "agent alone", "box and agent"]
+    assert [(r["scene"], r["layout"]) for r in solver["staged_profile"]] == [
+        ("random level", "block"),
+        ("agent alone", "block"),
+        ("box and agent", "block"),
+        ("random level", "world"),  # a thread per world at the largest count, last
+    ]
     for staged in solver["staged_profile"]:
         assert list(staged["share"]) == list(STAGED) and all(v > 0 for v in staged["seconds_per_step"].values())
         assert sum(staged["seconds_per_step"].values()) < staged["step_seconds"], staged
@@ -88,7 +93,7 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     md = (out / "report.md").read_text()
     assert "## identity: ok" in md and "| num_worlds | wide sensors |" in md and "world-steps/s" in md
     assert "| num_worlds | solver layout |" in md and "| scene | layout | num_worlds | contact rows | reach |" in md
-    assert "| scene | num_worlds | collide | prepare | solve | velocity | eager step (us) |" in md
+    assert "| scene | layout | num_worlds | collide | prepare | solve | velocity | eager step (us) |" in md
     assert (out / "hide_and_seek_throughput.png").stat().st_size > 1000
     before = report["stages"]["identity"]["seconds"]
     p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--resume", "--stages", "identity,device")
