@@ -79,6 +79,10 @@ class PhysicsConfig:
     contact_margin: float = (
         0.001  # m: shapes this close count as touching in the tables (the solver only pushes on overlap)
     )
+    # Substeps a body must end at rest (under solver.SLEEP_SPEED and SLEEP_SPIN) before it sleeps: the solver then
+    # holds it still, as a locked body, until something moving touches it, a force, torque or joint acts on it, or
+    # its pose or velocity is written. 0: no body sleeps.
+    sleep_substeps: int = 0
     broadphase: int = int(collision.Broadphase.SORT_SWEEP)  # collision.Broadphase
     max_bodies: int = 32  # rows of the body table per world
     max_pairs: int = 256  # broadphase candidate pairs per world
@@ -127,6 +131,10 @@ class PhysicsConfig:
                 or getattr(self, name) < 1
             ):
                 raise ecs.ConfigError(f"{name} must be an int >= 1, got {getattr(self, name)!r}")
+        if isinstance(self.sleep_substeps, bool) or not isinstance(self.sleep_substeps, int) or self.sleep_substeps < 0:
+            raise ecs.ConfigError(
+                f"sleep_substeps must be an int >= 0 (0: no body sleeps), got {self.sleep_substeps!r}"
+            )
         if self.broadphase not in (int(collision.Broadphase.ALL_PAIRS), int(collision.Broadphase.SORT_SWEEP)):
             raise ecs.ConfigError(
                 f"broadphase must be {int(collision.Broadphase.ALL_PAIRS)} (all pairs) or "
@@ -177,7 +185,7 @@ def solver_registers_problem(registers: Any) -> str | None:
 
 def body_components() -> tuple[ecs.Component, ...]:
     """Every component of the ``body`` archetype (pose, velocities, mass, shape, material, solver state)."""
-    return (*BODY_COMPONENTS, *collision.SHAPE_COMPONENTS, *solver.SCRATCH_COMPONENTS)
+    return (*BODY_COMPONENTS, *collision.SHAPE_COMPONENTS, *solver.STATE_COMPONENTS, *solver.SCRATCH_COMPONENTS)
 
 
 def archetypes(cfg: PhysicsConfig, *, body_extra: Sequence[ecs.Component] = ()) -> list[ecs.Archetype]:
@@ -500,6 +508,7 @@ def resources(cfg: PhysicsConfig) -> dict[str, Any]:
         "linear_damping": float(cfg.linear_damping),
         "angular_damping": float(cfg.angular_damping),
         "contact_margin": float(cfg.contact_margin),
+        "sleep_substeps": int(cfg.sleep_substeps),
         "broadphase": int(cfg.broadphase),
     }
 
@@ -689,6 +698,7 @@ def load_scene(
                 "prev_position": b.position,
                 "prev_rotation": rot,
                 "locked_by": 0,
+                "sleep_count": 0,  # awake
                 "sweep_order": -1,
                 **b.extra,
             }

@@ -16,6 +16,7 @@ handles to it stale. ``place_body`` writes all of them:
 | ``drag`` | zero (write a body's drag after the call) |
 | ``prev_position``, ``prev_rotation`` | the new pose, so no substep sees a jump from the old one |
 | ``locked_by`` | 0: unlocked, whoever locked the row's previous body |
+| ``sleep_count`` | 0: awake (a body the solver let sleep stays where it slept until something wakes it) |
 | ``sweep_order`` | entry 0 of the world set to -1: the next ``find_pairs`` sorts the world from row order, so the pairs (and contacts) of a rebuilt world come in the same order as in a freshly loaded one |
 
 The broadphase boxes (``aabb_lower``, ``aabb_upper``) are left alone: ``find_pairs`` recomputes
@@ -74,6 +75,7 @@ PLACED_COLUMNS = [
     ("prev_position", wp.vec3),
     ("prev_rotation", wp.quat),
     ("locked_by", wp.int32),
+    ("sleep_count", wp.int32),
     ("sweep_order", wp.int32),
 ]
 BodyColumns = ecs.bundle("BodyColumns", PLACED_COLUMNS)
@@ -129,6 +131,7 @@ def place_body(
     bodies.prev_position[world, row] = position
     bodies.prev_rotation[world, row] = rotation
     bodies.locked_by[world, row] = 0
+    bodies.sleep_count[world, row] = 0
     # Any entry outside [0, max_bodies) marks the order stale (find_pairs checks for a permutation).
     bodies.sweep_order[world, 0] = -1
     return generation

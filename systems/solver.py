@@ -137,6 +137,7 @@ StepResources = ecs.resource_bundle(
         "linear_damping": float,
         "angular_damping": float,
         "contact_margin": float,
+        "sleep_substeps": int,
     },
 )
 # Sweeps over one manifold's points in the passes before the last (linearised), every other one in
@@ -203,6 +204,14 @@ SETTLED = wp.constant(1.0e-7)  # m: a manifold's sweeps stop once the last one m
 SHOCK_COS = wp.constant(0.85)
 # m: points of a face that no normal impulse turns share its load when they lie within this of its deepest
 SHARE_GAP = wp.constant(1.0e-4)
+# Sleeping (``sleep_substeps``, PhysicsConfig): a body that has stayed slower than SLEEP_SPEED [m/s] and turned slower
+# than SLEEP_SPIN [rad/s] at the end of ``sleep_substeps`` substeps in a row sleeps: the solver holds it still as it
+# holds a locked body (its ``motion_lock`` reads SLEEPING), so the contacts between sleeping and static bodies cost
+# no solve. It wakes when a body that moves touches it (through a chain of touching sleepers), when a force, torque
+# or joint acts on it, or when its pose or velocity is written (``wake_sleepers``).
+SLEEPING = wp.constant(-1)
+SLEEP_SPEED = wp.constant(0.01)
+SLEEP_SPIN = wp.constant(0.05)
 
 
 @wp.struct
@@ -275,6 +284,22 @@ class VelocityBatch:
     value: wp.int32
 
 
+@ecs.component
+class SleepCount:
+    """Solver state: how many substeps in a row the body has ended slower than ``SLEEP_SPEED`` and ``SLEEP_SPIN``;
+    from ``sleep_substeps`` on (PhysicsConfig) it sleeps (``wake_sleepers``). 0 for a body that cannot move."""
+
+    value: wp.int32
+
+
+@ecs.component
+class MotionLock:
+    """Solver scratch: the body's ``locked_by`` as the solver reads it in a substep: ``SLEEPING`` for a sleeping
+    body, which the solver then holds still as it holds a locked one (``wake_sleepers``)."""
+
+    value: wp.int32
+
+
 @ecs.component(shape=(8,))
 class BodyVertices:
     """Solver scratch: a polyhedron's vertices in the world frame at the substep's start [m] (rows past its
@@ -285,7 +310,17 @@ class BodyVertices:
     value: wp.vec3
 
 
-SCRATCH_COMPONENTS = (SplitCount, SplitMove, SplitTurn, SplitRank, SubstepReach, VelocityBatch, BodyVertices)
+SCRATCH_COMPONENTS = (
+    SplitCount,
+    SplitMove,
+    SplitTurn,
+    SplitRank,
+    SubstepReach,
+    VelocityBatch,
+    BodyVertices,
+    MotionLock,
+)
+STATE_COMPONENTS = (SleepCount,)  # solver state kept from step to step (checkpointed, compared across layouts)
 
 # The stages of a solver substep whose clock cycles a timed solver counts (``step_kernel(timed=True)``), in the
 # order of SolverCycles' entries: reach (keeping the substep before's contacts, each body's reach), narrowphase,
@@ -520,6 +555,154 @@ def substep_reach(bodies: Bodies, poses: Poses, world: int, i: int, h: float, gr
     if movable(response, locked):
         speed += (wp.abs(gravity) + wp.length(force) / bodies.mass[world, i]) * h
     return speed * h
+
+
+@wp.func
+def moves_now(bodies: Bodies, world: int, i: int) -> bool:
+    """Whether body ``i`` moves in this substep as the solver sees it (``bodies.locked_by`` is the motion lock): a
+    live dynamic body neither locked nor asleep, or a kinematic one with a velocity."""
+    if bodies.alive[world, i] == 0:
+        return False
+    response = bodies.response[world, i]
+    lock = bodies.locked_by[world, i]
+    if movable(response, lock):
+        return True
+    spinning = wp.length_sq(bodies.angular_velocity[world, i]) > 0.0
+    return response == KINEMATIC and lock == 0 and (wp.length_sq(bodies.linear_velocity[world, i]) > 0.0 or spinning)
+
+
+@wp.func
+def lock_sleepers(
+    bodies: Bodies,
+    locked_by: wp.array2d[wp.int32],
+    force: wp.array2d[wp.vec3],
+    torque: wp.array2d[wp.vec3],
+    sleep_count: wp.array2d[wp.int32],
+    world: int,
+    sleep_substeps: int,
+    lane: int,
+    lanes: int,
+):
+    """The motion lock of each body of ``lane::lanes`` at a substep's start (``bodies.locked_by``): its
+    ``locked_by``, or ``SLEEPING`` where it has been at rest for ``sleep_substeps`` substeps (``SleepCount``) and
+    nothing acts on it: no force or torque, and its pose and velocity as the solver left them (a sleeping body
+    keeps its pose, its substep's start pose and zero velocity; anything else was written since). A body that
+    would sleep but is acted on wakes: its count starts again."""
+    for i in range(lane, bodies.alive.shape[1], lanes):
+        lock = locked_by[world, i]
+        due = sleep_substeps > 0 and sleep_count[world, i] >= sleep_substeps
+        if due and bodies.alive[world, i] != 0 and movable(bodies.response[world, i], lock):
+            acted_on = wp.length_sq(force[world, i]) > 0.0 or wp.length_sq(torque[world, i]) > 0.0
+            x = bodies.position[world, i]
+            x0 = bodies.prev_position[world, i]
+            q = bodies.rotation[world, i]
+            q0 = bodies.prev_rotation[world, i]
+            moved = x[0] != x0[0] or x[1] != x0[1] or x[2] != x0[2]
+            turned = q[0] != q0[0] or q[1] != q0[1] or q[2] != q0[2] or q[3] != q0[3]
+            speed = wp.length_sq(bodies.linear_velocity[world, i]) + wp.length_sq(bodies.angular_velocity[world, i])
+            if acted_on or moved or turned or speed > 0.0:
+                sleep_count[world, i] = 0
+            else:
+                lock = SLEEPING
+        bodies.locked_by[world, i] = lock
+
+
+@wp.func
+def stirs(
+    bodies: Bodies,
+    force: wp.array2d[wp.vec3],
+    torque: wp.array2d[wp.vec3],
+    sleep_count: wp.array2d[wp.int32],
+    world: int,
+    i: int,
+) -> bool:
+    """Whether body ``i`` wakes the sleepers it touches: it moves in this substep (``moves_now``) and either ended
+    the substep before faster than the sleep thresholds (its count is 0), or a force or torque acts on it. An awake
+    body at rest does not: a cube resting on a sleeping one then falls asleep in its turn, where waking its support
+    every substep would keep the two from ever sleeping together."""
+    if not moves_now(bodies, world, i):
+        return False
+    if bodies.response[world, i] == KINEMATIC or sleep_count[world, i] == 0:
+        return True
+    return wp.length_sq(force[world, i]) > 0.0 or wp.length_sq(torque[world, i]) > 0.0
+
+
+@wp.func
+def wake_sleepers(
+    bodies: Bodies,
+    locked_by: wp.array2d[wp.int32],
+    force: wp.array2d[wp.vec3],
+    torque: wp.array2d[wp.vec3],
+    sleep_count: wp.array2d[wp.int32],
+    c: Contacts,
+    joints: GrabJoints,
+    world: int,
+    count: int,
+    sleep_substeps: int,
+):
+    """Wakes every sleeping body that a stirring body touches (``stirs``; a contact row of the substep, found with
+    the stirring body's reach) or that a joint holds, and so on through touching sleepers until none is left to
+    wake: it moves in this substep, its count starts again (so it stirs the sleepers it touches in turn). One
+    thread (lane 0 of a block)."""
+    if sleep_substeps <= 0:
+        return
+    woke = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+    while woke:
+        woke = bool(False)  # noqa: UP018
+        for k in range(count):
+            a = c.body_a[world, k]
+            b = c.body_b[world, k]
+            for side in range(2):
+                sleeper = wp.where(side == 0, a, b)
+                other = wp.where(side == 0, b, a)
+                if bodies.locked_by[world, sleeper] == SLEEPING and stirs(
+                    bodies, force, torque, sleep_count, world, other
+                ):
+                    bodies.locked_by[world, sleeper] = locked_by[world, sleeper]
+                    sleep_count[world, sleeper] = 0
+                    woke = True
+        for j in range(joints.alive.shape[1]):
+            if joints.alive[world, j] != 0:
+                for side in range(2):
+                    body = wp.where(side == 0, joints.joint_body_a[world, j], joints.joint_body_b[world, j])
+                    if bodies.locked_by[world, body] == SLEEPING:
+                        bodies.locked_by[world, body] = locked_by[world, body]
+                        sleep_count[world, body] = 0
+                        woke = True
+
+
+@wp.func
+def count_rest(
+    bodies: Bodies,
+    locked_by: wp.array2d[wp.int32],
+    sleep_count: wp.array2d[wp.int32],
+    world: int,
+    sleep_substeps: int,
+    lane: int,
+    lanes: int,
+):
+    """At a substep's end, for each body of ``lane::lanes`` that moved in it: one more substep at rest where it
+    ended slower than ``SLEEP_SPEED`` and ``SLEEP_SPIN``, else none; at ``sleep_substeps`` it falls asleep, its
+    velocity zero and its substep's start pose its pose (``lock_sleepers``). A sleeper keeps its count; a body that
+    cannot move has none."""
+    if sleep_substeps <= 0:
+        return
+    for i in range(lane, bodies.alive.shape[1], lanes):
+        n = wp.int32(0)
+        if bodies.alive[world, i] != 0 and movable(bodies.response[world, i], locked_by[world, i]):
+            n = sleep_count[world, i]
+            if bodies.locked_by[world, i] != SLEEPING:
+                slow = wp.length(bodies.linear_velocity[world, i]) < SLEEP_SPEED
+                if slow and wp.length(bodies.angular_velocity[world, i]) < SLEEP_SPIN:
+                    n += 1
+                else:
+                    n = 0
+                if n >= sleep_substeps:
+                    bodies.linear_velocity[world, i] = wp.vec3(0.0, 0.0, 0.0)
+                    bodies.angular_velocity[world, i] = wp.vec3(0.0, 0.0, 0.0)
+                    bodies.prev_position[world, i] = bodies.position[world, i]
+                    bodies.prev_rotation[world, i] = bodies.rotation[world, i]
+        sleep_count[world, i] = n
 
 
 @wp.func
@@ -1764,6 +1947,8 @@ SolverMotion = ecs.bundle(
         ("substep_reach", wp.float32),
         ("velocity_batch", wp.int32),
         ("body_vertices", wp.vec3, (8,)),
+        ("motion_lock", wp.int32),
+        ("sleep_count", wp.int32),
     ],
 )
 SolverPairs = ecs.bundle("SolverPairs", [("pair_body_a", wp.int32), ("pair_body_b", wp.int32)])
@@ -2431,6 +2616,7 @@ def _step_kernel(
         linear_damping = physics.linear_damping
         angular_damping = physics.angular_damping
         contact_margin = physics.contact_margin
+        sleep_substeps = physics.sleep_substeps
         if wp.static(block and group == 1):
             world, lane = wp.tid()
             lanes = wp.block_dim()
@@ -2451,7 +2637,7 @@ def _step_kernel(
         bodies.mass = body_in.mass
         bodies.inv_inertia = body_in.inv_inertia
         bodies.response = body_in.response
-        bodies.locked_by = body_in.locked_by
+        bodies.locked_by = body_out.motion_lock  # locked_by, or SLEEPING for a sleeping body (lock_sleepers)
         bodies.friction = body_in.friction
         bodies.restitution = body_in.restitution
         bodies.position = body_out.position
@@ -2583,6 +2769,17 @@ def _step_kernel(
             else:
                 last_count = world_solver_counts_out[world, 0]
             if wp.static(whole or stage == "collide"):
+                lock_sleepers(
+                    bodies,
+                    body_in.locked_by,
+                    body_in.force,
+                    body_in.torque,
+                    body_out.sleep_count,
+                    world,
+                    sleep_substeps,
+                    lane,
+                    lanes,
+                )
                 for k in range(lane, last_count, lanes):
                     keep_contact(c, before, impulse, friction, world, k)
                 for i in range(lane, nb, lanes):
@@ -2615,6 +2812,22 @@ def _step_kernel(
                     )
                 if wp.static(block):
                     block_sync(lanes)
+                if sleep_substeps > 0:
+                    if lane == 0:
+                        wake_sleepers(
+                            bodies,
+                            body_in.locked_by,
+                            body_in.force,
+                            body_in.torque,
+                            body_out.sleep_count,
+                            c,
+                            joint_in,
+                            world,
+                            world_contact_count_out[world],
+                            sleep_substeps,
+                        )
+                    if wp.static(block):
+                        block_sync(lanes)
                 if wp.static(cached):
                     rows_out = wp.max(rows_out, world_contact_count_out[world])
                 if wp.static(timed):
@@ -2826,9 +3039,7 @@ def _step_kernel(
                 count = world_contact_count_out[world]
                 for i in range(lane, nb, lanes):
                     body_out.velocity_batch[world, i] = 0
-                    if body_in.alive[world, i] != 0 and movable(
-                        body_in.response[world, i], body_in.locked_by[world, i]
-                    ):
+                    if body_in.alive[world, i] != 0 and movable(body_in.response[world, i], bodies.locked_by[world, i]):
                         bodies.linear_velocity[world, i] = (
                             bodies.position[world, i] - bodies.prev_position[world, i]
                         ) / h
@@ -2881,6 +3092,7 @@ def _step_kernel(
                         unsettled = block_any(unsettled, lanes)
                     if not unsettled:
                         break
+                count_rest(bodies, body_in.locked_by, body_out.sleep_count, world, sleep_substeps, lane, lanes)
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 7, clock)
         if wp.static(whole):  # a staged solver marks the rows in use once, after its last substep (end_substeps)
@@ -2954,15 +3166,19 @@ def forget_contacts(
     world_reset_in: wp.array[wp.int32],
     world_contact_count_out: wp.array[wp.int32],
     contact__alive_out: wp.array2d[wp.int32],
+    sleep_count_out: wp.array2d[wp.int32],
 ):
     """RESET: a world that begins an episode keeps no contacts (its bodies may be placed anywhere), so the first
-    substep of its next step starts cold; every other world's solve starts from its last substep's impulses."""
+    substep of its next step starts cold; every other world's solve starts from its last substep's impulses. No
+    body of it sleeps (``SleepCount``)."""
     world = wp.tid()
     if world_reset_in[world] == 0:
         return
     world_contact_count_out[world] = 0
     for k in range(contact__alive_out.shape[1]):
         contact__alive_out[world, k] = 0
+    for i in range(sleep_count_out.shape[1]):
+        sleep_count_out[world, i] = 0
 
 
 @wp.kernel(module="unique")

@@ -164,6 +164,10 @@ class HideAndSeekConfig:
     # Gauss-Seidel passes over the contacts per substep; fewer substeps of more passes cost less but leave bodies
     # deeper inside each other (README, "Substeps and passes": 4 of 4 ran 1.25x as fast as 8 of 2 on CPU)
     contact_passes: int = 2
+    # Substeps a box, ramp or agent must end at rest before it sleeps (physics.PhysicsConfig.sleep_substeps: two
+    # steps): the solver then holds it still, and its contacts with the floor and walls cost no solve, until
+    # something moving touches it or it is pushed, grabbed, unlocked or placed; 0: nothing sleeps
+    sleep_substeps: int = 16
     gravity: float = -50.0  # m/s^2 (OpenAI's)
     wide_sensors: bool = (
         True  # lidar a thread per ray, visibility and reach per target (same results; see raycast.sensor_systems)
@@ -221,6 +225,8 @@ class HideAndSeekConfig:
             )
         if min(self.lidar_rays, self.physics_substeps, self.contact_passes, self.max_episode_steps) < 1:
             raise ValueError("lidar_rays, physics_substeps, contact_passes and max_episode_steps must be >= 1")
+        if isinstance(self.sleep_substeps, bool) or not isinstance(self.sleep_substeps, int) or self.sleep_substeps < 0:
+            raise ValueError(f"sleep_substeps must be an int >= 0 (0: nothing sleeps), got {self.sleep_substeps!r}")
         if self.solver_layout not in physics.SOLVER_LAYOUTS:
             raise ValueError(f"solver_layout must be one of {list(physics.SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
         if physics.solver_registers_problem(self.solver_registers):
@@ -570,6 +576,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         physics_dt=cfg.physics_dt,
         physics_substeps=cfg.physics_substeps,
         contact_passes=cfg.contact_passes,
+        sleep_substeps=cfg.sleep_substeps,
         gravity=cfg.gravity,
         max_bodies=max_bodies,
         max_pairs=256,

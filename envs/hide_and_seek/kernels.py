@@ -151,6 +151,7 @@ def put_body(
         prev_position=b.prev_position,
         prev_rotation=b.prev_rotation,
         locked_by=b.locked_by,
+        sleep_count=b.sleep_count,
         sweep_order=b.sweep_order,
     )
     place_body(columns, world, row, shape, size, position, rotation, mass, response, friction, 0.0)

@@ -21,6 +21,7 @@ import ecs
 import envs
 from envs.hide_and_seek import Kind
 from envs.hide_and_seek.kernels import MAX_TEAM
+from systems.solver import SLEEPING
 
 HIDER, SEEKER = 0, MAX_TEAM  # first slot of each team
 LONG = {"max_episode_steps": 1000, "prep_fraction": 0.0}
@@ -311,6 +312,59 @@ def test_a_row_of_cubes_pushed_into_a_wall_stays_in_line(quarter, offset, from_w
     x = sorted(scene.local(positions(sim)[b])[0] for b in boxes)
     assert x[-1] > 0.7 and x[-1] - x[0] < 1.06, x  # the row is still against the wall, its cubes together
     assert worst < 0.02, worst
+
+
+def sleeping(sim: ecs.BatchSim, row: int) -> bool:
+    return int(sim.tensor("body", "motion_lock")[0, row]) == SLEEPING
+
+
+@pytest.mark.parametrize("how", ["push", "grab"])
+def test_a_sleeping_box_wakes_when_an_agent_pushes_or_grabs_it(how):
+    """Boxes at rest sleep after ``sleep_substeps`` (16: two steps), the solver holding them still; an agent driving
+    into one wakes it and pushes it along, and one grabbing it and walking backwards pulls it along, as the same box
+    awake (``sleep_substeps`` 0) moves, within 1 cm."""
+    scene = Scene(0, (0.0, 0.0))
+    end = {}
+    for sleep in (0, 16):
+        sim = build(
+            sleep_substeps=sleep,
+            fixed_boxes=(scene.placed(0.0, 0.0, 0.0),),
+            fixed_agents=(scene.agent(0, -0.5 if how == "grab" else -1.0, 0.0, 0.0), scene.agent(1, -2.5, -2.5, 0.0)),
+        )
+        box = rows(sim, Kind.BOX)[0]
+        for _ in range(3):
+            sim.step()
+        assert sleeping(sim, box) == (sleep > 0)
+        if how == "grab":
+            sim.actions["grab"][0, HIDER] = 1
+            sim.step()
+            assert int(sim.tensor("agent", "holding")[0, HIDER]) == 1
+        scene.drive(sim, HIDER, forward=-1 if how == "grab" else 1, bins=3)
+        start = positions(sim)[box]
+        for _ in range(20):
+            sim.step()
+        assert not sleeping(sim, box)
+        end[sleep] = positions(sim)[box]
+        assert abs(end[sleep][0] - start[0]) > 0.5, (how, sleep, end[sleep], start)
+    np.testing.assert_allclose(end[16], end[0], atol=0.01)
+
+
+def test_no_body_sleeps_in_the_step_an_episode_begins():
+    """A reset places every body anew: every sleep count starts again (``forget_contacts``), so in the first step of
+    an episode nothing sleeps, and bodies at rest (agents too, with no move) fall asleep after two steps."""
+    sim = ecs.BatchSim(envs.make("hide_and_seek", max_episode_steps=6, prep_fraction=0.0), 4, device="cpu", seed=5)
+    sim.actions["move"].fill_(5)
+    first_steps = asleep_later = 0
+    for step in range(18):
+        sim.step()
+        lock = sim.tensor("body", "motion_lock").numpy()
+        if step % 6 == 0:  # the first step of an episode (the worlds reset together every 6 steps)
+            first_steps += 1
+            assert not (lock == SLEEPING).any(), step
+        elif step % 6 == 5:  # the last: its reset, after the physics, started every count again
+            asleep_later += int((lock == SLEEPING).sum())
+            assert not sim.tensor("body", "sleep_count").numpy().any()
+    assert first_steps == 3 and asleep_later > 0
 
 
 def test_default_doors_let_a_cube_through():

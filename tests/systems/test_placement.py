@@ -43,6 +43,7 @@ COLUMNS = {
     "prev_position": (wp.vec3, (3,)),
     "prev_rotation": (wp.quat, (4,)),
     "locked_by": (wp.int32, ()),
+    "sleep_count": (wp.int32, ()),
     "sweep_order": (wp.int32, ()),
 }
 
@@ -62,6 +63,7 @@ def test_body_columns_are_the_physics_body_columns():
         "substep_reach",
         "velocity_batch",
         "body_vertices",
+        "motion_lock",
     }
     assert names - placed == scratch and placed <= names
     assert systems.place_body is place_body and systems.BodyColumns is BodyColumns
@@ -207,6 +209,7 @@ def test_place_body_writes_every_column(device):
         expected["prev_position"][w, r] = positions[i]
         expected["prev_rotation"][w, r] = rotations[i]
         expected["locked_by"][w, r] = 0
+        expected["sleep_count"][w, r] = 0  # awake
         expected["sweep_order"][w, 0] = -1  # the world's order is stale: find_pairs rebuilds it
     for name in COLUMNS:
         if name == "inv_inertia":
@@ -245,6 +248,7 @@ def reset_scene(
     body__prev_position_out: wp.array2d[wp.vec3],
     body__prev_rotation_out: wp.array2d[wp.quat],
     body__locked_by_out: wp.array2d[wp.int32],
+    body__sleep_count_out: wp.array2d[wp.int32],
     body__sweep_order_out: wp.array2d[wp.int32],
 ):
     """The scene of ``scene_specs``: a floor, two boxes stacked (equal x extents: a tie in the sweep), a ball,
@@ -272,6 +276,7 @@ def reset_scene(
         prev_position=body__prev_position_out,
         prev_rotation=body__prev_rotation_out,
         locked_by=body__locked_by_out,
+        sleep_count=body__sleep_count_out,
         sweep_order=body__sweep_order_out,
     )
     for row in range(body__alive_out.shape[1]):

@@ -39,7 +39,16 @@ from . import scene
 
 HALF = 0.25  # m, half edge of a 0.5 m cube
 LAYOUTS = ("world", "block")
-STATE = ("position", "rotation", "linear_velocity", "angular_velocity", "prev_position", "prev_rotation")
+STATE = (
+    "position",
+    "rotation",
+    "linear_velocity",
+    "angular_velocity",
+    "prev_position",
+    "prev_rotation",
+    "sleep_count",
+    "motion_lock",  # scratch, but what every layout leaves there: each body's lock as the last substep saw it
+)
 CONTACT = (
     "contact_body_a",
     "contact_body_b",
@@ -209,13 +218,16 @@ def random_play(sim: ecs.BatchSim, gen: torch.Generator) -> None:
     sim.step()
 
 
-@pytest.mark.parametrize("tilting", [False, True])
-def test_the_block_layout_gives_the_world_layout_result_in_hide_and_seek(cpu_blocks, tilting):
+@pytest.mark.parametrize(("tilting", "sleep"), [(False, 0), (True, 0), (False, 8)])
+def test_the_block_layout_gives_the_world_layout_result_in_hide_and_seek(cpu_blocks, tilting, sleep):
     """Random moves, grabs (held joints) and locks, with the resets they bring; boxes that turn only about z
-    (OpenAI's) and boxes that tilt. The block kernel captured, eager, and with CPU threads (it runs whole)."""
+    (OpenAI's) and boxes that tilt; bodies that fall asleep after a step at rest (``sleep_substeps`` 8) and wake.
+    The block kernel captured, eager, and with CPU threads (it runs whole)."""
 
     def make(layout: str, staged: bool = False, cached: bool = False, **options) -> ecs.BatchSim:
-        spec = envs.make("hide_and_seek", prep_fraction=0.0, objects_turn_only_about_z=not tilting)
+        spec = envs.make(
+            "hide_and_seek", prep_fraction=0.0, objects_turn_only_about_z=not tilting, sleep_substeps=sleep
+        )
         spec = physics.with_solver(spec, layout=layout, staged=staged, cached=cached)
         return ecs.BatchSim(spec, 3, device="cpu", seed=3, **options)
 
@@ -232,7 +244,7 @@ def test_the_block_layout_gives_the_world_layout_result_in_hide_and_seek(cpu_blo
     }
     assert [solver_lanes(s) for s in sims.values()] == [1] + [SOLVER_LANES] * 5 + [1] + [SOLVER_LANES] * 2
     gens = {label: torch.Generator().manual_seed(5) for label in sims}
-    held = 0
+    held = asleep = 0
     for step in range(30):
         for label, sim in sims.items():
             random_play(sim, gens[label])
@@ -240,7 +252,9 @@ def test_the_block_layout_gives_the_world_layout_result_in_hide_and_seek(cpu_blo
         if step % 10 == 9:
             for label, sim in sims.items():
                 assert_same(state(sims["world"]), state(sim), f"{label}, step {step}")
+        asleep += int((sims["world"].tensor("body", "motion_lock").numpy() == solver.SLEEPING).sum())
     assert held > 0  # grabs were held: the joints were solved
+    assert (asleep > 0) == (sleep > 0), asleep  # bodies slept where they may
 
 
 def test_without_cpu_blocks_the_block_kernel_runs_one_lane_with_the_same_result():

@@ -1,0 +1,150 @@
+"""Sleeping bodies (``PhysicsConfig.sleep_substeps``): a body at rest for that many substeps is held still by the
+solver, as a locked body is, until something moving touches it or it is acted on; its contacts with static and
+sleeping bodies then cost no solve. The reference is the same scene without sleeping: a sleeper must end where the
+awake body ends, and wake into the motion the awake body has."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ecs
+from systems import solver
+from systems.geometry import ShapeType
+from systems.physics import BodySpec, PhysicsConfig
+
+from . import scene
+
+HALF = 0.25  # m, half edge of the cubes
+BALL = 0.15  # m, radius of the ball
+
+
+def build(bodies: list[BodySpec], sleep: int) -> ecs.BatchSim:
+    return scene.build(bodies, PhysicsConfig(max_bodies=8, sleep_substeps=sleep))
+
+
+def asleep(sim: ecs.BatchSim) -> np.ndarray:
+    """Which bodies of world 0 slept in the last substep."""
+    return scene.column(sim, "motion_lock")[0] == solver.SLEEPING
+
+
+def cube(x: float, y: float = 0.0, z: float = HALF) -> BodySpec:
+    return BodySpec(ShapeType.BOX, size=(HALF,) * 3, position=(x, y, z))
+
+
+def ball(x: float) -> BodySpec:
+    return BodySpec(ShapeType.SPHERE, size=(BALL, 0, 0), position=(x, 0.0, BALL), mass=5.0, friction=0.1)
+
+
+@pytest.mark.parametrize("drop", [0.0, 0.05, 0.3])
+def test_a_resting_box_falls_asleep_and_then_holds_still_bit_for_bit(drop):
+    """A cube dropped onto the floor sleeps once it has ended ``sleep_substeps`` substeps at rest, and from then on
+    its pose does not change by a bit and its velocity is zero; where it rests is where the same cube rests without
+    sleeping (within 0.01 mm), which never sleeps."""
+    bodies = [scene.floor(), cube(0.1, -0.2, HALF + drop)]
+    sims = {sleep: build(bodies, sleep) for sleep in (0, 8)}
+    first = None
+    for step in range(30):
+        for sim in sims.values():
+            sim.step()
+        assert not asleep(sims[0]).any()
+        if first is None and asleep(sims[8])[1]:
+            first = step
+            pose = scene.column(sims[8], "position")[0, 1], scene.column(sims[8], "rotation")[0, 1]
+    assert first is not None and first >= 2, first  # 8 substeps at rest: two steps of 4 at the least
+    np.testing.assert_array_equal(scene.column(sims[8], "position")[0, 1], pose[0])
+    np.testing.assert_array_equal(scene.column(sims[8], "rotation")[0, 1], pose[1])
+    assert not scene.column(sims[8], "linear_velocity")[0, 1].any()
+    assert not scene.column(sims[8], "angular_velocity")[0, 1].any()
+    assert scene.column(sims[8], "sleep_count")[0, 1] >= 8 and scene.column(sims[0], "sleep_count")[0, 1] == 0
+    np.testing.assert_allclose(pose[0], scene.column(sims[0], "position")[0, 1], atol=1e-5)
+
+
+@pytest.mark.parametrize("speed", [3.0, 6.0])
+@pytest.mark.parametrize("row", [1, 2, 3])
+def test_a_ball_rolled_into_a_sleeping_row_wakes_it_and_pushes_it_as_if_awake(row, speed):
+    """A row of ``row`` cubes 0.5 mm apart falls asleep; a 5 kg ball then gets a push towards it: the cube it hits
+    wakes in the substep of the touch, and the others through the cubes that touch them, in that same substep, so the
+    row moves as the same row never put to sleep moves: within 1 cm after 2 s, pushed 0.1-0.45 m (the three bodies'
+    impacts amplify the micrometres by which an awake body's rest differs from a sleeper's)."""
+    cubes = [cube(0.5 + i * (2 * HALF + 0.0005)) for i in range(row)]
+    bodies = [scene.floor(), ball(-1.0), *cubes]
+    sims = {sleep: build(bodies, sleep) for sleep in (0, 8)}
+    for _ in range(10):
+        for sim in sims.values():
+            sim.step()
+    assert asleep(sims[8])[1 : 2 + row].all()  # the ball and every cube sleep
+    for sim in sims.values():
+        velocity = scene.column(sim, "linear_velocity")
+        velocity[0, 1] = (speed, 0.0, 0.0)
+        sim.tables["body"]["linear_velocity"].assign(velocity)
+    for _ in range(60):
+        for sim in sims.values():
+            sim.step()
+    got, want = (scene.column(sim, "position")[0] for sim in (sims[8], sims[0]))
+    moved = got[2 : 2 + row, 0] - np.array([c.position[0] for c in cubes])
+    assert moved[-1] > 0.05, moved  # the push reached the far end of the row
+    np.testing.assert_allclose(got[1 : 2 + row], want[1 : 2 + row], atol=1e-2)
+
+
+@pytest.mark.parametrize("how", ["force", "torque", "lift", "velocity", "spin"])
+def test_a_force_or_a_written_pose_or_velocity_wakes_a_sleeper(how):
+    """Whatever acts on a sleeping cube wakes it in the next substep: a force or torque, or a pose or velocity
+    written into its columns. It then moves as the same cube never put to sleep moves (within 0.1 mm)."""
+    bodies = [scene.floor(), cube(0.0)]
+    sims = {sleep: build(bodies, sleep) for sleep in (0, 8)}
+    for _ in range(6):
+        for sim in sims.values():
+            sim.step()
+    assert asleep(sims[8])[1]
+    column, value = {
+        "force": ("force", (30.0, 0.0, 0.0)),
+        "torque": ("torque", (0.0, 0.0, 8.0)),
+        "lift": ("position", None),
+        "velocity": ("linear_velocity", (0.0, 2.0, 0.0)),
+        "spin": ("angular_velocity", (0.0, 0.0, 3.0)),
+    }[how]
+    for sim in sims.values():
+        values = scene.column(sim, column)
+        values[0, 1] = values[0, 1] + (0.0, 0.0, 0.4) if value is None else value
+        sim.tables["body"][column].assign(values)
+    start = scene.column(sims[8], "position")[0, 1], scene.column(sims[8], "rotation")[0, 1]
+    for step in range(5):
+        for sim in sims.values():
+            sim.step()
+        if step == 0:
+            assert not asleep(sims[8])[1]
+    moved = np.abs(scene.column(sims[8], "position")[0, 1] - start[0]).max()
+    turned = np.abs(scene.column(sims[8], "rotation")[0, 1] - start[1]).max()
+    assert max(moved, turned) > 0.01, (moved, turned)
+    for name in ("position", "rotation", "linear_velocity"):
+        np.testing.assert_allclose(scene.column(sims[8], name)[0, 1], scene.column(sims[0], name)[0, 1], atol=1e-4)
+
+
+def test_a_box_on_a_sleeping_box_sleeps_and_both_wake_when_the_lower_is_pushed():
+    """Two cubes stacked sleep; a force on the lower one wakes it, and the upper one, resting on it, wakes with it
+    and rides along: it stays on top (within 1 cm) as in the same stack never put to sleep."""
+    bodies = [scene.floor(), cube(0.0), cube(0.0, z=3 * HALF + 0.001)]
+    sims = {sleep: build(bodies, sleep) for sleep in (0, 8)}
+    for _ in range(10):
+        for sim in sims.values():
+            sim.step()
+    assert asleep(sims[8])[1:3].all()
+    for sim in sims.values():
+        force = scene.column(sim, "force")
+        force[0, 1] = (12.0, 0.0, 0.0)  # slides both (mu 0.5, 2 kg on the floor: 9.8 N to start)
+        sim.tables["body"]["force"].assign(force)
+    for _ in range(30):
+        for sim in sims.values():
+            sim.step()
+    assert not asleep(sims[8])[1:3].any()
+    position = {k: scene.column(sim, "position")[0] for k, sim in sims.items()}
+    assert position[8][1, 0] > 0.2 and abs(position[8][2, 0] - position[8][1, 0]) < 0.01, position[8]
+    np.testing.assert_allclose(position[8][1:3], position[0][1:3], atol=1e-2)
+
+
+def test_sleep_substeps_is_checked():
+    for bad in (-1, True, 2.5):
+        with pytest.raises(ecs.ConfigError, match=r"sleep_substeps must be an int >= 0 \(0: no body sleeps\), got"):
+            PhysicsConfig(sleep_substeps=bad)
+    assert PhysicsConfig().sleep_substeps == 0  # a physics scene sleeps only when asked
