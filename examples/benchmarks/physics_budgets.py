@@ -1,7 +1,8 @@
 """Hide-and-seek's physics budget: substeps per step and contact passes per substep, against how deep bodies end up
 inside each other and what a step costs.
 
-For each budget ``SxP`` (``physics_substeps`` S, ``contact_passes`` P), side by side in one process:
+For each budget ``SxP`` (``physics_substeps`` S, ``contact_passes`` P; ``SxPsN``: with ``sleep_substeps`` N, bodies at
+rest for N substeps sleep, ``s0`` none; without, the env's default), side by side in one process:
 
 - **depth**: the held-grab stress of ``tests/envs/test_hide_and_seek_strategies.py`` (every agent holding grab,
   random moves every step, no preparation phase) for ``--steps`` steps of ``--num-worlds`` procedural worlds per
@@ -12,12 +13,14 @@ For each budget ``SxP`` (``physics_substeps`` S, ``contact_passes`` P), side by 
 
     python examples/benchmarks/physics_budgets.py                                  # CPU, one thread for the rate
     python examples/benchmarks/physics_budgets.py --budgets 8x2,4x4 --seeds 1,2 --plot budgets.png
+    python examples/benchmarks/physics_budgets.py --budgets 8x2,8x2s0           # with and without sleeping
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -29,29 +32,36 @@ from tqdm import tqdm
 
 import ecs
 import envs
+from envs.hide_and_seek import HideAndSeekConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_hide_and_seek import measure
 
-DEFAULT_BUDGETS = "8x2,8x1,6x2,6x3,5x3,4x4,4x3"
+DEFAULT_BUDGETS = "8x2,8x2s0,8x1,6x2,6x3,5x3,4x4,4x3"
+DEFAULT_SLEEP = HideAndSeekConfig().sleep_substeps  # substeps at rest before a body sleeps
 
 
-def parse_budgets(text: str) -> list[tuple[int, int]]:
-    """``SxP,...`` as (substeps, passes) pairs, each >= 1."""
+def parse_budgets(text: str) -> list[tuple[int, int, int | None]]:
+    """``SxP[sN],...`` as (substeps, passes, sleep substeps) triples: substeps and passes >= 1, sleep >= 0 (0:
+    nothing sleeps; None where left out: the env's default)."""
     out = []
     for item in filter(None, (t.strip() for t in text.split(","))):
-        s, sep, p = item.partition("x")
-        if not sep or not s.isdigit() or not p.isdigit() or int(s) < 1 or int(p) < 1:
-            raise ValueError(f"a budget is SUBSTEPSxPASSES with both >= 1 (e.g. 8x2), got {item!r}")
-        out.append((int(s), int(p)))
+        m = re.fullmatch(r"(\d+)x(\d+)(?:s(\d+))?", item)
+        if m is None or int(m[1]) < 1 or int(m[2]) < 1:
+            raise ValueError(
+                f"a budget is SUBSTEPSxPASSES with both >= 1 (e.g. 8x2), or with sleeping after N substeps at rest "
+                f"SUBSTEPSxPASSESsN (e.g. 8x2s8), got {item!r}"
+            )
+        out.append((int(m[1]), int(m[2]), None if m[3] is None else int(m[3])))
     if not out:
         raise ValueError("--budgets names no budget")
     return out
 
 
-def stress(substeps: int, passes: int, seed: int, num_worlds: int, steps: int, device: str) -> dict:
+def stress(substeps: int, passes: int, sleep: int, seed: int, num_worlds: int, steps: int, device: str) -> dict:
     """The held-grab stress at one budget and seed: every live contact's depth after each step, the fastest body."""
-    spec = envs.make("hide_and_seek", prep_fraction=0.0, physics_substeps=substeps, contact_passes=passes)
+    budget = {"physics_substeps": substeps, "contact_passes": passes, "sleep_substeps": sleep}
+    spec = envs.make("hide_and_seek", prep_fraction=0.0, **budget)
     sim = ecs.BatchSim(spec, num_worlds, device=device, seed=seed)
     gen = torch.Generator().manual_seed(seed)
     sim.actions["grab"].fill_(1)
@@ -95,10 +105,11 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     with tqdm(total=len(budgets) * (len(seeds) + args.repeats), desc="budgets", unit="run") as bar:
-        for substeps, passes in budgets:
+        for substeps, passes, sleep in budgets:
+            sleep = DEFAULT_SLEEP if sleep is None else sleep
             runs = []
             for seed in seeds:
-                runs.append(stress(substeps, passes, seed, args.num_worlds, args.steps, device))
+                runs.append(stress(substeps, passes, sleep, seed, args.num_worlds, args.steps, device))
                 bar.update()
             depths = np.concatenate([r["depths"] for r in runs])
             world_steps = sum(r["world_steps"] for r in runs)
@@ -106,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
                 {
                     "physics_substeps": substeps,
                     "contact_passes": passes,
+                    "sleep_substeps": sleep,
                     "worst_depth_m": float(depths.max(initial=0.0)),
                     "p999_depth_m": float(np.percentile(depths, 99.9)) if depths.size else 0.0,
                     "over_2cm_per_1k_world_steps": 1000.0 * float((depths > 0.02).sum()) / world_steps,
@@ -115,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         for _ in range(args.repeats):  # each round times every budget once, so drifts hit them alike
             for row in rows:
-                overrides = {"physics_substeps": row["physics_substeps"], "contact_passes": row["contact_passes"]}
+                overrides = {k: row[k] for k in ("physics_substeps", "contact_passes", "sleep_substeps")}
                 r = measure(
                     args.rate_worlds,
                     steps=args.rate_steps,
@@ -136,11 +148,11 @@ def main(argv: list[str] | None = None) -> None:
         f"steps; rate at {args.rate_worlds} worlds (median of {args.repeats})"
     )
     print(
-        f"{'budget':>8} {'worst cm':>9} {'p99.9 cm':>9} {'>2 cm /1k':>10} {'fastest':>8} {'env steps/s':>12} {'ratio':>6}"
+        f"{'budget':>12} {'worst cm':>9} {'p99.9 cm':>9} {'>2 cm /1k':>10} {'fastest':>8} {'env steps/s':>12} {'ratio':>6}"
     )
     for r in rows:
         print(
-            f"{r['physics_substeps']:>3} x {r['contact_passes']:<2} {100 * r['worst_depth_m']:>9.2f} "
+            f"{label(r):>12} {100 * r['worst_depth_m']:>9.2f} "
             f"{100 * r['p999_depth_m']:>9.2f} {r['over_2cm_per_1k_world_steps']:>10.2f} {r['fastest_m_per_s']:>8.1f} "
             f"{r['env_steps_per_s']:>12,.0f} {r['rate_ratio']:>6.2f}"
         )
@@ -150,6 +162,13 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.json).write_text(json.dumps({**meta, "rows": rows}, indent=1))
     if args.plot:
         plot(rows, args.plot, device)
+
+
+def label(row: dict) -> str:
+    """A budget as its table names it: ``8 x 2`` with the env's default sleeping, ``8 x 2 s0`` without, ``8 x 2 s8``
+    with sleeping after 8 substeps at rest."""
+    sleep = row.get("sleep_substeps", DEFAULT_SLEEP)
+    return f"{row['physics_substeps']} x {row['contact_passes']}" + ("" if sleep == DEFAULT_SLEEP else f" s{sleep}")
 
 
 def plot(rows: list[dict], path: str, device: str) -> None:
@@ -162,8 +181,8 @@ def plot(rows: list[dict], path: str, device: str) -> None:
     for r in rows:
         x, y = r["rate_ratio"], 100 * r["p999_depth_m"]
         ax.scatter(x, y, color="tab:red" if r is rows[0] else "tab:blue")
-        ax.annotate(f"{r['physics_substeps']}x{r['contact_passes']}", (x, y), textcoords="offset points", xytext=(5, 3))
-    ax.set_xlabel(f"env steps/s relative to {rows[0]['physics_substeps']}x{rows[0]['contact_passes']} ({device})")
+        ax.annotate(label(r).replace(" ", ""), (x, y), textcoords="offset points", xytext=(5, 3))
+    ax.set_xlabel(f"env steps/s relative to {label(rows[0]).replace(' ', '')} ({device})")
     ax.set_ylabel("99.9th percentile contact depth [cm]")
     ax.set_title("Hide-and-seek held-grab stress: substeps x contact passes")
     ax.grid(alpha=0.3)
