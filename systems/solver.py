@@ -2088,7 +2088,9 @@ def warm_corrections(
             lam = wp.min(lam, WARM_LIMIT * h * h / wp.max(ima + imb, 1.0e-12))
             impulse[world, i] = lam
             friction[world, i] = f
-            if warmed_point(impulse, friction, world, i):
+            # A manifold that moves neither body (static, locked or sleeping ones: apply_warm moves none) keeps its
+            # impulses for when one moves again, and skips the moves.
+            if ima + imb > 0.0 and warmed_point(impulse, friction, world, i):
                 # lam n + f acts on B at its anchor, the opposite on A.
                 total = c.normal[world, i] * lam + f
                 ra = wp.quat_rotate(qa, c.offset_a[world, i])
@@ -2855,6 +2857,10 @@ def _step_kernel(
                 for k in range(lane, count, lanes):
                     a = c.body_a[world, k]
                     b = c.body_b[world, k]
+                    if inv_mass_of(bodies, world, a) + inv_mass_of(bodies, world, b) <= 0.0:
+                        # The velocity pass, the speed's one reader, skips a manifold that moves neither body.
+                        contact_out.contact_normal_speed[world, k] = 0.0
+                        continue
                     qa = bodies.rotation[world, a]
                     qb = bodies.rotation[world, b]
                     n = c.normal[world, k]
