@@ -5,7 +5,9 @@ levels with auto-reset at the 240-step horizon, rigid-body physics, lidar, visib
 casts every step. The rate is ``num_worlds * steps / seconds`` of ``sim.step()`` (median of
 ``--repeats`` windows); agent-steps/s multiplies by the mean number of active agents (about 4 of
 the 6 slots). ``--profile N`` prints ``sim.profile()`` at ``N`` worlds. ``--set KEY=VALUE`` (repeatable)
-overrides a field of the env's config (``physics_substeps=4``, ``solver_staged=true``, ``wide_sensors=false``).
+overrides a field of the env's config (``physics_substeps=4``, ``solver_staged=true``, ``wide_sensors=false``);
+with ``--set solver_timing=true`` it also prints the solver's clock cycles per world-step in each of its stages
+(``systems.solver.SOLVER_STAGES``, counted by each world's thread over the timed windows).
 
 Madrona's published figure for this environment is "over 1.9 million environment steps per second
 on a single GPU" (Shacklett et al., SIGGRAPH 2023); it is printed beside the results for scale.
@@ -14,6 +16,7 @@ Warp's CPU backend runs each launch on one core, so CPU numbers are a floor, not
     python examples/benchmarks/bench_hide_and_seek.py                          # CPU: 1, 16, 256, 1024 worlds
     python examples/benchmarks/bench_hide_and_seek.py --device cuda:0 --num-worlds 1024 16384 65536
     python examples/benchmarks/bench_hide_and_seek.py --num-worlds 256 --cpu-threads 1 --profile 256 --set physics_substeps=4
+    python examples/benchmarks/bench_hide_and_seek.py --num-worlds 64 --cpu-threads 1 --set solver_timing=true --set sleep_substeps=0
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import yaml
 
 import ecs
 import envs
+from systems.solver import SOLVER_STAGES
 
 MADRONA_STEPS_PER_S = 1.9e6  # one GPU, Shacklett et al. 2023
 
@@ -50,6 +54,8 @@ def measure(
     dev = sim.actions["move"].device
     sim.actions["move"].copy_(torch.randint(0, 11, sim.actions["move"].shape, generator=gen, device=dev).int())
     sim.step()  # warm
+    cycles = sim.tensor("world", "solver_cycles")  # counted only with solver_timing: the timed windows'
+    cycles.zero_()
     rates, agents = [], []
     for _ in range(repeats):
         for key in ("grab", "lock"):
@@ -63,11 +69,14 @@ def measure(
         rates.append(num_worlds * steps / (time.perf_counter() - t0))
         agents.append(float(sim.obs["active"].sum().item()) / num_worlds)
     rate = statistics.median(rates)
+    total = cycles.to(torch.float64).sum(0).cpu().tolist()
+    stages = dict(zip(SOLVER_STAGES, (t / (num_worlds * steps * repeats) for t in total), strict=True))
     return {
         "num_worlds": num_worlds,
         "device": sim.device,
         "env_steps_per_s": rate,
         "agent_steps_per_s": rate * statistics.mean(agents),
+        "solver_cycles_per_world_step": stages if any(total) else None,
         "sim": sim,
     }
 
@@ -134,6 +143,11 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(r)
         share = r["env_steps_per_s"] / MADRONA_STEPS_PER_S
         print(f"{n:>10} {r['env_steps_per_s']:>14,.0f} {r['agent_steps_per_s']:>14,.0f} {share:>23.2%}")
+        stages = r["solver_cycles_per_world_step"]
+        if stages:
+            total = sum(stages.values())
+            parts = ", ".join(f"{k} {v / 1e3:,.1f}k" for k, v in stages.items())
+            print(f"{'':>10} solver cycles per world-step: {total / 1e3:,.1f}k ({parts})")
     if device == "cpu":
         threads = args.cpu_threads or "every"
         print(f"(CPU: {threads} thread(s) share the worlds of world-local kernels; Madrona's figure is for a GPU.)")

@@ -184,7 +184,7 @@ def plot(rows: list[dict], path: str, device: str) -> None:
         ax.annotate(label(r).replace(" ", ""), (x, y), textcoords="offset points", xytext=(5, 3))
     ax.set_xlabel(f"env steps/s relative to {label(rows[0]).replace(' ', '')} ({device})")
     ax.set_ylabel("99.9th percentile contact depth [cm]")
-    ax.set_title("Hide-and-seek held-grab stress: substeps x contact passes")
+    ax.set_title("Hide-and-seek held-grab stress: substeps x contact passes (s0: no sleeping)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
