@@ -635,32 +635,41 @@ def wake_sleepers(
     torque: wp.array2d[wp.vec3],
     sleep_count: wp.array2d[wp.int32],
     c: Contacts,
+    last_a: wp.array2d[wp.int32],
+    last_b: wp.array2d[wp.int32],
     joints: GrabJoints,
     world: int,
     count: int,
+    last_count: int,
     sleep_substeps: int,
 ):
     """Wakes every sleeping body that a stirring body touches (``stirs``; a contact row of the substep, found with
-    the stirring body's reach) or that a joint holds, and so on through touching sleepers until none is left to
-    wake: it moves in this substep, its count starts again (so it stirs the sleepers it touches in turn). One
-    thread (lane 0 of a block)."""
+    the stirring body's reach) or touched in the substep before (rows ``last_a``, ``last_b``: a support moved away
+    or removed leaves no row now), that touched a body removed since, or that a joint holds, and so on through
+    touching sleepers until none is left to wake: it moves in this substep, its count starts again (so it stirs
+    the sleepers it touches in turn). One thread (lane 0 of a block)."""
     if sleep_substeps <= 0:
         return
     woke = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
     while woke:
         woke = bool(False)  # noqa: UP018
-        for k in range(count):
-            a = c.body_a[world, k]
-            b = c.body_b[world, k]
+        for k in range(count + last_count):
+            a = wp.int32(0)
+            b = wp.int32(0)
+            if k < count:
+                a = c.body_a[world, k]
+                b = c.body_b[world, k]
+            else:
+                a = last_a[world, k - count]
+                b = last_b[world, k - count]
             for side in range(2):
                 sleeper = wp.where(side == 0, a, b)
                 other = wp.where(side == 0, b, a)
-                if bodies.locked_by[world, sleeper] == SLEEPING and stirs(
-                    bodies, force, torque, sleep_count, world, other
-                ):
-                    bodies.locked_by[world, sleeper] = locked_by[world, sleeper]
-                    sleep_count[world, sleeper] = 0
-                    woke = True
+                if bodies.locked_by[world, sleeper] == SLEEPING:  # noqa: SIM102 (stirs reads the other's columns)
+                    if bodies.alive[world, other] == 0 or stirs(bodies, force, torque, sleep_count, world, other):
+                        bodies.locked_by[world, sleeper] = locked_by[world, sleeper]
+                        sleep_count[world, sleeper] = 0
+                        woke = True
         for j in range(joints.alive.shape[1]):
             if joints.alive[world, j] != 0:
                 for side in range(2):
@@ -2823,9 +2832,12 @@ def _step_kernel(
                             body_in.torque,
                             body_out.sleep_count,
                             c,
+                            before.body_a,
+                            before.body_b,
                             joint_in,
                             world,
                             world_contact_count_out[world],
+                            last_count,
                             sleep_substeps,
                         )
                     if wp.static(block):

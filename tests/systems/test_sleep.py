@@ -12,6 +12,7 @@ import ecs
 from systems import solver
 from systems.geometry import ShapeType
 from systems.physics import BodySpec, PhysicsConfig
+from systems.rigid_body import Response
 
 from . import scene
 
@@ -148,3 +149,52 @@ def test_sleep_substeps_is_checked():
         with pytest.raises(ecs.ConfigError, match=r"sleep_substeps must be an int >= 0 \(0: no body sleeps\), got"):
             PhysicsConfig(sleep_substeps=bad)
     assert PhysicsConfig().sleep_substeps == 0  # a physics scene sleeps only when asked
+
+
+@pytest.mark.parametrize("how", ["removed", "moved away"])
+def test_a_sleeper_wakes_and_falls_when_its_support_is_removed_or_moved_away(how):
+    """Two stacked cubes sleep; the lower one is removed (``alive`` 0) or put 2 m away (its pose written): no
+    contact row joins the two any more, but the upper one touched it in the substep before, so it wakes and falls
+    onto the floor, as the same cube never put to sleep does (within 1 cm)."""
+    bodies = [scene.floor(), cube(0.0), cube(0.0, z=3 * HALF + 0.001)]
+    sims = {sleep: build(bodies, sleep) for sleep in (0, 8)}
+    for _ in range(10):
+        for sim in sims.values():
+            sim.step()
+    assert asleep(sims[8])[1:3].all()
+    for sim in sims.values():
+        column = "alive" if how == "removed" else "position"
+        values = scene.column(sim, column)
+        if how == "removed":
+            values[0, 1] = 0
+        else:
+            values[0, 1, 0] += 2.0
+        sim.tables["body"][column].assign(values)
+    for _ in range(15):
+        for sim in sims.values():
+            sim.step()
+    upper = {k: scene.column(sim, "position")[0, 2] for k, sim in sims.items()}
+    assert abs(upper[8][2] - HALF) < 0.01, upper  # on the floor
+    np.testing.assert_allclose(upper[8], upper[0], atol=1e-2)
+
+
+def test_a_kinematic_body_moving_into_a_sleeper_wakes_and_pushes_it():
+    """A kinematic slab driven at 1 m/s into a sleeping cube wakes it and pushes it along, as it pushes the same
+    cube never put to sleep (within 1 mm); standing still, it wakes nothing."""
+    slab = BodySpec(ShapeType.BOX, size=(0.1, 0.5, 0.2), position=(-1.0, 0.0, 0.2), response=Response.KINEMATIC)
+    bodies = [scene.floor(), cube(0.0), slab]
+    sims = {sleep: build(bodies, sleep) for sleep in (0, 8)}
+    for _ in range(10):
+        for sim in sims.values():
+            sim.step()
+    assert asleep(sims[8])[1]
+    for sim in sims.values():
+        velocity = scene.column(sim, "linear_velocity")
+        velocity[0, 2] = (1.0, 0.0, 0.0)
+        sim.tables["body"]["linear_velocity"].assign(velocity)
+    for _ in range(30):
+        for sim in sims.values():
+            sim.step()
+    got, want = (scene.column(sim, "position")[0, 1] for sim in (sims[8], sims[0]))
+    assert got[0] > 0.3, got  # pushed: the slab reached the cube after 0.65 s and drove it on 0.35 m
+    np.testing.assert_allclose(got, want, atol=1e-3)
