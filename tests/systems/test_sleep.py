@@ -122,15 +122,21 @@ def test_a_force_or_a_written_pose_or_velocity_wakes_a_sleeper(how):
         np.testing.assert_allclose(scene.column(sims[8], name)[0, 1], scene.column(sims[0], name)[0, 1], atol=1e-4)
 
 
-def test_a_box_on_a_sleeping_box_sleeps_and_both_wake_when_the_lower_is_pushed():
-    """Two cubes stacked sleep; a force on the lower one wakes it, and the upper one, resting on it, wakes with it
-    and rides along: it stays on top (within 1 cm) as in the same stack never put to sleep."""
+def sleeping_stack() -> dict[int, ecs.BatchSim]:
+    """Two cubes stacked on the floor, stepped 10 times: with ``sleep_substeps`` 8 (both asleep by then) and 0."""
     bodies = [scene.floor(), cube(0.0), cube(0.0, z=3 * HALF + 0.001)]
     sims = {sleep: build(bodies, sleep) for sleep in (0, 8)}
     for _ in range(10):
         for sim in sims.values():
             sim.step()
     assert asleep(sims[8])[1:3].all()
+    return sims
+
+
+def test_a_box_on_a_sleeping_box_sleeps_and_both_wake_when_the_lower_is_pushed():
+    """Two cubes stacked sleep; a force on the lower one wakes it, and the upper one, resting on it, wakes with it
+    and rides along: it stays on top (within 1 cm) as in the same stack never put to sleep."""
+    sims = sleeping_stack()
     for sim in sims.values():
         force = scene.column(sim, "force")
         force[0, 1] = (12.0, 0.0, 0.0)  # slides both (mu 0.5, 2 kg on the floor: 9.8 N to start)
@@ -156,12 +162,7 @@ def test_a_sleeper_wakes_and_falls_when_its_support_is_removed_or_moved_away(how
     """Two stacked cubes sleep; the lower one is removed (``alive`` 0) or put 2 m away (its pose written): no
     contact row joins the two any more, but the upper one touched it in the substep before, so it wakes and falls
     onto the floor, as the same cube never put to sleep does (within 1 cm)."""
-    bodies = [scene.floor(), cube(0.0), cube(0.0, z=3 * HALF + 0.001)]
-    sims = {sleep: build(bodies, sleep) for sleep in (0, 8)}
-    for _ in range(10):
-        for sim in sims.values():
-            sim.step()
-    assert asleep(sims[8])[1:3].all()
+    sims = sleeping_stack()
     for sim in sims.values():
         column = "alive" if how == "removed" else "position"
         values = scene.column(sim, column)
