@@ -214,6 +214,16 @@ def row_overlap(position: np.ndarray) -> np.ndarray:
     return (x[:, 0] + 0.25) + (x[:, 1:] + 0.5 - x[:, :-1]).sum(axis=1)
 
 
+def assert_closed_straight_still(position: np.ndarray, dt: float = 0.075) -> None:
+    """A ``pressed_row`` after its first step: within 20 um of no overlap, no box 1 mm off the row's line, and none
+    faster than 1 cm/s at the end (steps of ``dt``)."""
+    overlap = row_overlap(position)
+    assert np.abs(overlap[1:]).max() < 2e-5, overlap
+    assert np.abs(position[..., 1]).max() < 1e-3, np.abs(position[..., 1]).max(axis=0)
+    speed = np.linalg.norm(position[-1] - position[-2], axis=-1) / dt
+    assert speed.max() < 0.01, speed
+
+
 @pytest.mark.parametrize("passes", [2, 3, 4])
 @pytest.mark.parametrize(("cubes", "force", "reverse"), [(3, 100.0, False), (4, 60.0, True), (5, 150.0, False)])
 def test_a_pressed_row_rests_against_the_wall_without_overlap(cubes, force, reverse, passes):
@@ -250,13 +260,8 @@ def test_a_row_pressed_hard_at_hide_and_seeks_step_stays_closed_straight_and_sti
     line by 1 mm, and none moves faster than 1 cm/s at the end. (With the row's manifolds split into levels by the
     depth each box sank into the floor and solved by Jacobi steps, 6 boxes at 180 N flew apart after 2 s, 3 boxes at
     180 N rocked by 14 mm and drifted 16 cm sideways.)"""
-    steps = 80
-    position = pressed_row(cubes, force, passes, reverse, steps=steps, dt=0.075, substeps=8)
-    overlap = row_overlap(position)
-    assert np.abs(overlap[1:]).max() < 2e-5, overlap
-    assert np.abs(position[..., 1]).max() < 1e-3, np.abs(position[..., 1]).max(axis=0)
-    speed = np.linalg.norm(position[-1] - position[-2], axis=-1) / 0.075
-    assert speed.max() < 0.01, speed
+    position = pressed_row(cubes, force, passes, reverse, steps=80, dt=0.075, substeps=8)
+    assert_closed_straight_still(position)
 
 
 @pytest.mark.xfail(
@@ -280,14 +285,10 @@ def test_hide_and_seeks_upright_boxes_pressed_in_long_rows_hold_for_30_s(cubes, 
     box friction 0.2: rows of up to 12 such boxes pushed into a wall by all six agents' full force (540 N) and more
     for 30 s stay within 20 um of no overlap and 1 mm of their line, and end at rest. (Free cubes in the same rows
     buckle, the test above; the upright ones' faces cannot tip onto an edge.)"""
-    steps = 400
     position = pressed_row(
-        cubes, force, 2, reverse, steps=steps, dt=0.075, substeps=8, upright=True, gravity=-50.0, friction=friction
+        cubes, force, 2, reverse, steps=400, dt=0.075, substeps=8, upright=True, gravity=-50.0, friction=friction
     )
-    assert np.abs(row_overlap(position)[1:]).max() < 2e-5
-    assert np.abs(position[..., 1]).max() < 1e-3, np.abs(position[..., 1]).max(axis=0)
-    speed = np.linalg.norm(position[-1] - position[-2], axis=-1) / 0.075
-    assert speed.max() < 0.01, speed
+    assert_closed_straight_still(position)
 
 
 @pytest.mark.xfail(

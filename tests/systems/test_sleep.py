@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ecs
+import envs
 from systems import solver
 from systems.geometry import ShapeType
 from systems.physics import BodySpec, PhysicsConfig
@@ -155,6 +156,9 @@ def test_sleep_substeps_is_checked():
         with pytest.raises(ecs.ConfigError, match=r"sleep_substeps must be an int >= 0 \(0: no body sleeps\), got"):
             PhysicsConfig(sleep_substeps=bad)
     assert PhysicsConfig().sleep_substeps == 0  # a physics scene sleeps only when asked
+    with pytest.raises(ValueError, match=r"sleep_substeps must be an int >= 0 \(0: nothing sleeps\), got -2"):
+        envs.make("hide_and_seek", sleep_substeps=-2)
+    assert envs.make("hide_and_seek").config.sleep_substeps == 16  # hide-and-seek's bodies sleep after two steps
 
 
 @pytest.mark.parametrize("how", ["removed", "moved away"])
