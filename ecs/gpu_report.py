@@ -9,7 +9,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
 | ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default) at 1k..256k, staged at 1k..64k, whole with and without its cache at 1k and 16k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles, and its staged launches timed); a thread per world at 1k (its stage shares too), staged at 16k..256k and, the tables interleaved (``interleave_worlds``), at 64k and 256k; last, its staged launches timed at 256k |
-| ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), ``sim.profile`` per system at 16k worlds, and at 16k and 64k the rate at fewer substeps of more contact passes, at Madrona's step and without sleeping bodies (``PHYSICS_BUDGETS``) |
+| ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), ``sim.profile`` per system at 16k worlds, and at 16k and 64k the rate at fewer substeps of more contact passes, at Madrona's step, without sleeping bodies and without kept contact rows (``PHYSICS_BUDGETS``) |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared (``--hide-and-seek KEY=VALUE,...`` sets hide-and-seek's config here and in ``hide_and_seek``) |
 | ``cartpole`` | first its two targets (``bench_suite.py --bandwidth --overhead``: the fused step against the bandwidth bound from ``sim.step_bytes``, host time of one captured step), then ``python -m ecs bench cartpole`` at 4k..1M worlds and ``bench_suite.py``'s throughput against N and K with eager torch and JAX baselines |
 | ``policy_step`` | a captured policy forward plus step (``ecs.adapters.PolicyStep``) against the two done separately |
@@ -383,10 +383,21 @@ def stage_solver(args: argparse.Namespace) -> dict:
 # (0.075 s, gravity -50): the rate to set beside Madrona's 1.9M env steps/s, as each of its steps simulates 2.25x
 # less time than one of OpenAI's (second, so that a stage cut short by its limit still has it).
 # The third is the default without sleeping bodies (sleep_substeps 0; hide-and-seek's 16 let bodies at rest sleep),
-# the price of the solve for what sits still: on CPU the solver took 1.64x the cycles without.
+# the price of the solve for what sits still: on CPU the solver took 1.64x the cycles without. The fourth collides
+# every pair every substep (keep_resting_contacts off: pairs of sleeping and static bodies keep their rows by
+# default), the price of their narrowphase: on CPU the narrowphase took 1.6x the cycles without kept rows.
 MADRONA_STEP = {"physics_dt": 1.0 / 30.0, "gravity": -9.8}
 NO_SLEEP = {"sleep_substeps": 0}
-PHYSICS_BUDGETS = ((8, 2, {}), (4, 2, MADRONA_STEP), (8, 2, NO_SLEEP), (6, 3, {}), (6, 2, {}), (4, 4, {}))
+NO_KEPT_ROWS = {"keep_resting_contacts": False}
+PHYSICS_BUDGETS = (
+    (8, 2, {}),
+    (4, 2, MADRONA_STEP),
+    (8, 2, NO_SLEEP),
+    (8, 2, NO_KEPT_ROWS),
+    (6, 3, {}),
+    (6, 2, {}),
+    (4, 4, {}),
+)
 
 
 def _physics_budgets(args: argparse.Namespace, result: dict, counts: list[int], steps: int, repeats: int, window):
@@ -399,7 +410,13 @@ def _physics_budgets(args: argparse.Namespace, result: dict, counts: list[int], 
         dt = float((_hs(args) | fields).get("physics_dt", _default_physics_dt()))
         for n in counts:
             row: dict[str, Any] = {"num_worlds": n, "physics_substeps": substeps, "contact_passes": passes}
-            row.update(fields, physics_dt=dt, madrona_step=fields is MADRONA_STEP, sleeping=fields is not NO_SLEEP)
+            row.update(
+                fields,
+                physics_dt=dt,
+                madrona_step=fields is MADRONA_STEP,
+                sleeping=fields is not NO_SLEEP,
+                kept_rows=fields is not NO_SLEEP and fields is not NO_KEPT_ROWS,
+            )
             rows.append(row)
             label = f"hide_and_seek {n} worlds, {substeps} substeps of {passes} passes, {dt:.4g} s a step"
             budget = {"physics_substeps": substeps, "contact_passes": passes, **fields}
@@ -940,7 +957,8 @@ def _write(out: str, report: dict) -> None:
                             f"{r['physics_substeps']} x {r['contact_passes']}",
                             f"{r['physics_dt']:.4g} s"
                             + (", Madrona's" if r.get("madrona_step") else "")
-                            + ("" if r.get("sleeping", True) else ", no sleeping"),
+                            + ("" if r.get("sleeping", True) else ", no sleeping")
+                            + ("" if r.get("kept_rows", True) or not r.get("sleeping", True) else ", rows not kept"),
                             r["num_worlds"],
                             f"{r['env_steps_per_s']:,.0f}",
                             f"{r['simulated_s_per_s']:,.0f}",

@@ -83,6 +83,10 @@ class PhysicsConfig:
     # holds it still, as a locked body, until something moving touches it, a force, torque or joint acts on it, or
     # its pose or velocity is written. 0: no body sleeps.
     sleep_substeps: int = 0
+    # With sleeping bodies: a pair of bodies held still since the substep before (asleep through it, or static and
+    # not moved) keeps the contact rows it made then instead of being collided again (solver.kept_rows), the rows
+    # the narrowphase would make, bit for bit. False collides every pair every substep, with the same results.
+    keep_resting_contacts: bool = True
     broadphase: int = int(collision.Broadphase.SORT_SWEEP)  # collision.Broadphase
     max_bodies: int = 32  # rows of the body table per world
     max_pairs: int = 256  # broadphase candidate pairs per world
@@ -135,6 +139,8 @@ class PhysicsConfig:
             raise ecs.ConfigError(
                 f"sleep_substeps must be an int >= 0 (0: no body sleeps), got {self.sleep_substeps!r}"
             )
+        if not isinstance(self.keep_resting_contacts, bool):
+            raise ecs.ConfigError(f"keep_resting_contacts must be True or False, got {self.keep_resting_contacts!r}")
         if self.broadphase not in (int(collision.Broadphase.ALL_PAIRS), int(collision.Broadphase.SORT_SWEEP)):
             raise ecs.ConfigError(
                 f"broadphase must be {int(collision.Broadphase.ALL_PAIRS)} (all pairs) or "
@@ -192,7 +198,12 @@ def archetypes(cfg: PhysicsConfig, *, body_extra: Sequence[ecs.Component] = ()) 
     """The ``body``, ``pair``, ``contact`` and ``joint`` archetypes; ``body_extra`` adds env components to bodies."""
     return [
         ecs.Archetype("body", (*body_components(), *body_extra), capacity=cfg.max_bodies, doc="rigid bodies"),
-        ecs.Archetype("pair", collision.PAIR_COMPONENTS, capacity=cfg.max_pairs, doc="broadphase candidate pairs"),
+        ecs.Archetype(
+            "pair",
+            (*collision.PAIR_COMPONENTS, *solver.PAIR_SCRATCH_COMPONENTS),
+            capacity=cfg.max_pairs,
+            doc="broadphase candidate pairs",
+        ),
         ecs.Archetype(
             "contact",
             (*collision.CONTACT_COMPONENTS, *solver.CONTACT_SCRATCH_COMPONENTS),
@@ -509,6 +520,7 @@ def resources(cfg: PhysicsConfig) -> dict[str, Any]:
         "angular_damping": float(cfg.angular_damping),
         "contact_margin": float(cfg.contact_margin),
         "sleep_substeps": int(cfg.sleep_substeps),
+        "keep_resting_contacts": int(cfg.keep_resting_contacts),
         "broadphase": int(cfg.broadphase),
     }
 

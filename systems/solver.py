@@ -7,7 +7,9 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    contact table, with speculative contacts: the margin of a pair grows by how far its bodies
    can move in the substep (speed, spin at the outer radius, gravity and force), so the solve
    below keeps them apart along normals found before they moved and no body passes a thin wall
-   within a substep or is pushed out on its far side;
+   within a substep or is pushed out on its far side. With sleeping bodies (``sleep_substeps``), a pair of
+   bodies held still since the substep before (asleep through it, or static and not moved) copies the rows it
+   made then instead (``kept_rows``, ``PhysicsConfig.keep_resting_contacts``): the rows the collision would make;
 2. integrate: dynamic bodies get gravity (``gravity`` along world z), external force and torque,
    their own drag (``rigid_body.Drag``, implicit), the gyroscopic term (implicit midpoint in the
    body frame, ``rigid_body.gyroscopic_step``, which keeps the energy and ``|L|`` of a free
@@ -109,6 +111,7 @@ from .geometry import is_round
 from .grab import GrabJoints
 from .rigid_body import (
     KINEMATIC,
+    STATIC,
     angular_inverse_mass,
     generalized_inverse_mass,
     gyroscopic_step,
@@ -138,6 +141,7 @@ StepResources = ecs.resource_bundle(
         "angular_damping": float,
         "contact_margin": float,
         "sleep_substeps": int,
+        "keep_resting_contacts": int,
     },
 )
 # Sweeps over one manifold's points in the passes before the last (linearised), every other one in
@@ -287,7 +291,10 @@ class VelocityBatch:
 @ecs.component
 class SleepCount:
     """Solver state: how many substeps in a row the body has ended slower than ``SLEEP_SPEED`` and ``SLEEP_SPIN``;
-    from ``sleep_substeps`` on (PhysicsConfig) it sleeps (``wake_sleepers``). 0 for a body that cannot move."""
+    from ``sleep_substeps`` on (PhysicsConfig) it sleeps (``wake_sleepers``), and a substep asleep makes it
+    ``sleep_substeps + 1``. A static body's counts the substeps since it was placed or its pose written
+    (``place_body`` and ``lock_sleepers`` zero it), up to ``sleep_substeps + 1`` too (``held_still``); 0 for any
+    other body that cannot move."""
 
     value: wp.int32
 
@@ -310,6 +317,22 @@ class BodyVertices:
     value: wp.vec3
 
 
+@ecs.component
+class PairBefore:
+    """Solver scratch: what the pair in this row of the ``pair`` archetype found in the last narrowphase: its two
+    bodies (``PairBodyA``, ``PairBodyB``), the first contact row it wrote and how many rows it made (``kept_rows``);
+    body ``-1`` where none is kept."""
+
+    value: wp.vec4i
+
+
+@ecs.component
+class PairMarginBefore:
+    """Solver scratch: the speculative margin [m] the pair in this row was collided with in the last narrowphase."""
+
+    value: wp.float32
+
+
 SCRATCH_COMPONENTS = (
     SplitCount,
     SplitMove,
@@ -321,6 +344,7 @@ SCRATCH_COMPONENTS = (
     MotionLock,
 )
 STATE_COMPONENTS = (SleepCount,)  # solver state kept from step to step (checkpointed, compared across layouts)
+PAIR_SCRATCH_COMPONENTS = (PairBefore, PairMarginBefore)  # of the ``pair`` archetype
 
 # The stages of a solver substep whose clock cycles a timed solver counts (``step_kernel(timed=True)``), in the
 # order of SolverCycles' entries: reach (keeping the substep before's contacts, each body's reach), narrowphase,
@@ -343,10 +367,11 @@ class SolverCycles:
     value: wp.int64
 
 
-@ecs.component(singleton=True, shape=(2,))
+@ecs.component(singleton=True, shape=(3,))
 class SolverCounts:
-    """Solver scratch of a staged solver, per world: the contact rows kept from the substep before and the
-    manifolds of this substep, which one stage's kernel leaves to the next."""
+    """Solver scratch, per world: the contact rows kept from the substep before and the manifolds of this substep,
+    which one stage's kernel of a staged solver leaves to the next; and the pairs of the last narrowphase, each of
+    whose rows of the ``pair`` archetype holds what it found (``PairBefore``; the rows past them are marked)."""
 
     value: wp.int32
 
@@ -587,24 +612,39 @@ def lock_sleepers(
     ``locked_by``, or ``SLEEPING`` where it has been at rest for ``sleep_substeps`` substeps (``SleepCount``) and
     nothing acts on it: no force or torque, and its pose and velocity as the solver left them (a sleeping body
     keeps its pose, its substep's start pose and zero velocity; anything else was written since). A body that
-    would sleep but is acted on wakes: its count starts again."""
+    would sleep but is acted on wakes: its count starts again. So does a static body's whose pose was written (the
+    solver leaves its substep's start pose equal to its pose): it stirs the sleepers it touches (``stirs``)."""
     for i in range(lane, bodies.alive.shape[1], lanes):
         lock = locked_by[world, i]
-        due = sleep_substeps > 0 and sleep_count[world, i] >= sleep_substeps
-        if due and bodies.alive[world, i] != 0 and movable(bodies.response[world, i], lock):
-            acted_on = wp.length_sq(force[world, i]) > 0.0 or wp.length_sq(torque[world, i]) > 0.0
+        alive = sleep_substeps > 0 and bodies.alive[world, i] != 0
+        static = alive and bodies.response[world, i] == STATIC
+        due = alive and sleep_count[world, i] >= sleep_substeps and movable(bodies.response[world, i], lock)
+        if due or static:
             x = bodies.position[world, i]
             x0 = bodies.prev_position[world, i]
             q = bodies.rotation[world, i]
             q0 = bodies.prev_rotation[world, i]
             moved = x[0] != x0[0] or x[1] != x0[1] or x[2] != x0[2]
             turned = q[0] != q0[0] or q[1] != q0[1] or q[2] != q0[2] or q[3] != q0[3]
+            acted_on = wp.length_sq(force[world, i]) > 0.0 or wp.length_sq(torque[world, i]) > 0.0
             speed = wp.length_sq(bodies.linear_velocity[world, i]) + wp.length_sq(bodies.angular_velocity[world, i])
-            if acted_on or moved or turned or speed > 0.0:
+            if moved or turned or (due and (acted_on or speed > 0.0)):
                 sleep_count[world, i] = 0
-            else:
+            elif due:
                 lock = SLEEPING
         bodies.locked_by[world, i] = lock
+
+
+@wp.func
+def held_still(bodies: Bodies, sleep_count: wp.array2d[wp.int32], world: int, i: int, sleep_substeps: int) -> bool:
+    """Whether body ``i`` is where it was at the substep before's narrowphase and reaches nothing in this one (its
+    ``substep_reach`` 0): asleep through the whole substep before (its count past ``sleep_substeps``, ``count_rest``;
+    its pose and velocity not written since, or ``lock_sleepers`` would have woken it), or static and neither
+    placed nor moved for as long (``lock_sleepers`` zeroes its count where its pose was written). The narrowphase
+    keeps the rows of a pair of such bodies (``kept_rows``)."""
+    if sleep_substeps <= 0 or bodies.alive[world, i] == 0 or sleep_count[world, i] <= sleep_substeps:
+        return False
+    return bodies.locked_by[world, i] == SLEEPING or bodies.response[world, i] == STATIC
 
 
 @wp.func
@@ -619,7 +659,11 @@ def stirs(
     """Whether body ``i`` wakes the sleepers it touches: it moves in this substep (``moves_now``) and either ended
     the substep before faster than the sleep thresholds (its count is 0), or a force or torque acts on it. An awake
     body at rest does not: a cube resting on a sleeping one then falls asleep in its turn, where waking its support
-    every substep would keep the two from ever sleeping together."""
+    every substep would keep the two from ever sleeping together. A static body stirs them in the substep after it
+    was placed or its pose written (its count 0: ``place_body``, ``lock_sleepers``): a sleeper resting on a platform
+    that was put elsewhere falls."""
+    if bodies.response[world, i] == STATIC:
+        return bodies.alive[world, i] != 0 and sleep_count[world, i] == 0
     if not moves_now(bodies, world, i):
         return False
     if bodies.response[world, i] == KINEMATIC or sleep_count[world, i] == 0:
@@ -692,25 +736,24 @@ def count_rest(
 ):
     """At a substep's end, for each body of ``lane::lanes`` that moved in it: one more substep at rest where it
     ended slower than ``SLEEP_SPEED`` and ``SLEEP_SPIN``, else none; at ``sleep_substeps`` it falls asleep, its
-    velocity zero and its substep's start pose its pose (``lock_sleepers``). A sleeper keeps its count; a body that
-    cannot move has none."""
+    velocity zero and its substep's start pose its pose (``lock_sleepers``). A sleeper and a static body count on to
+    ``sleep_substeps + 1`` (``held_still``); any other body that cannot move has no count."""
     if sleep_substeps <= 0:
         return
     for i in range(lane, bodies.alive.shape[1], lanes):
         n = wp.int32(0)
-        if bodies.alive[world, i] != 0 and movable(bodies.response[world, i], locked_by[world, i]):
-            n = sleep_count[world, i]
-            if bodies.locked_by[world, i] != SLEEPING:
-                slow = wp.length(bodies.linear_velocity[world, i]) < SLEEP_SPEED
-                if slow and wp.length(bodies.angular_velocity[world, i]) < SLEEP_SPIN:
-                    n += 1
-                else:
-                    n = 0
-                if n >= sleep_substeps:
-                    bodies.linear_velocity[world, i] = wp.vec3(0.0, 0.0, 0.0)
-                    bodies.angular_velocity[world, i] = wp.vec3(0.0, 0.0, 0.0)
-                    bodies.prev_position[world, i] = bodies.position[world, i]
-                    bodies.prev_rotation[world, i] = bodies.rotation[world, i]
+        alive = bodies.alive[world, i] != 0
+        if alive and (bodies.locked_by[world, i] == SLEEPING or bodies.response[world, i] == STATIC):
+            n = wp.min(sleep_count[world, i] + 1, sleep_substeps + 1)
+        elif alive and movable(bodies.response[world, i], locked_by[world, i]):
+            slow = wp.length(bodies.linear_velocity[world, i]) < SLEEP_SPEED
+            if slow and wp.length(bodies.angular_velocity[world, i]) < SLEEP_SPIN:
+                n = sleep_count[world, i] + 1
+            if n >= sleep_substeps:
+                bodies.linear_velocity[world, i] = wp.vec3(0.0, 0.0, 0.0)
+                bodies.angular_velocity[world, i] = wp.vec3(0.0, 0.0, 0.0)
+                bodies.prev_position[world, i] = bodies.position[world, i]
+                bodies.prev_rotation[world, i] = bodies.rotation[world, i]
         sleep_count[world, i] = n
 
 
@@ -1961,6 +2004,7 @@ SolverMotion = ecs.bundle(
     ],
 )
 SolverPairs = ecs.bundle("SolverPairs", [("pair_body_a", wp.int32), ("pair_body_b", wp.int32)])
+SolverPairsBefore = ecs.bundle("SolverPairsBefore", [("pair_before", wp.vec4i), ("pair_margin_before", wp.float32)])
 SolverContacts = ecs.bundle(
     "SolverContacts",
     [
@@ -2465,24 +2509,85 @@ def cached_int(cache: wp.uint64, at: int, worlds: int, rows: int) -> wp.array2d[
 
 
 @wp.func
+def kept_rows(
+    bodies: Bodies,
+    sleep_count: wp.array2d[wp.int32],
+    kept: SolverPairsBefore,
+    world: int,
+    k: int,
+    a: int,
+    b: int,
+    margin: float,
+    rest_substeps: int,
+    first_free: int,
+    last_count: int,
+) -> int:
+    """Where the rows that pair ``k`` (bodies ``a``, ``b``) made in the substep before begin, for the narrowphase to
+    copy instead of colliding the pair again, or -1. They are the rows it would make: both bodies are where they
+    were then (``held_still``; ``rest_substeps`` is ``sleep_substeps``, or 0 where ``keep_resting_contacts`` is
+    off), with the same margin, and ``collide`` reads nothing else. They must still be in the table (the world's
+    ``last_count`` rows, none cut off at its capacity) and not yet overwritten (from ``first_free`` on, the rows
+    this narrowphase has not written; a pair that made none has none to keep). Row ``k`` of the ``pair`` archetype
+    must have held this pair then (``PairBefore``): the broadphase may list other pairs in another step."""
+    before = kept.pair_before[world, k]
+    if before[0] != a or before[1] != b or kept.pair_margin_before[world, k] != margin:
+        return -1
+    start = before[2]
+    if before[3] > 0 and (start < first_free or start + before[3] > last_count):
+        return -1
+    if not held_still(bodies, sleep_count, world, a, rest_substeps):
+        return -1
+    if not held_still(bodies, sleep_count, world, b, rest_substeps):
+        return -1
+    return start
+
+
+@wp.func
+def copy_row(c: Contacts, world: int, src: int, dst: int):
+    c.body_a[world, dst] = c.body_a[world, src]
+    c.body_b[world, dst] = c.body_b[world, src]
+    c.normal[world, dst] = c.normal[world, src]
+    c.offset_a[world, dst] = c.offset_a[world, src]
+    c.offset_b[world, dst] = c.offset_b[world, src]
+    c.depth[world, dst] = c.depth[world, src]
+
+
+@wp.func
 def narrowphase(
     c: Contacts,
     poses: Poses,
     pairs: SolverPairs,
+    kept: SolverPairsBefore,
+    bodies: Bodies,
+    sleep_count: wp.array2d[wp.int32],
     reach: wp.array2d[wp.float32],
     world: int,
-    first: int,
-    last: int,
-    row: int,
+    pair_count: int,
     contact_margin: float,
+    rest_substeps: int,
+    last_count: int,
 ) -> int:
-    """Collides candidate pairs ``first`` to ``last`` in order into the contact table from ``row`` on, each with the
-    speculative margin of its two bodies' reach; returns the world's contact count after them (at most the table's
-    capacity; the contacts past it are counted in ``c.overflow``)."""
-    for k in range(first, last):
+    """Collides the world's candidate pairs in order into the contact table, each with the speculative margin of
+    its two bodies' reach, or copies the rows a pair of bodies held still made in the substep before
+    (``kept_rows``; from later rows, so each is read before it is overwritten); returns the world's contact count
+    (at most the table's capacity; the contacts past it are counted in ``c.overflow``). Records what each pair
+    made in ``kept``."""
+    row = wp.int32(0)
+    for k in range(pair_count):
         a = pairs.pair_body_a[world, k]
         b = pairs.pair_body_b[world, k]
-        row = collide(c, poses, world, a, b, contact_margin + reach[world, a] + reach[world, b], row)
+        margin = contact_margin + reach[world, a] + reach[world, b]
+        first = row
+        start = kept_rows(bodies, sleep_count, kept, world, k, a, b, margin, rest_substeps, first, last_count)
+        kept.pair_margin_before[world, k] = margin
+        if start >= 0:
+            n = kept.pair_before[world, k][3]
+            for i in range(n):
+                copy_row(c, world, start + i, first + i)
+            row = first + n
+        else:
+            row = collide(c, poses, world, a, b, margin, first)
+        kept.pair_before[world, k] = wp.vec4i(a, b, first, row - first)
     return wp.min(row, c.end)
 
 
@@ -2491,11 +2596,16 @@ def narrowphase_lanes(
     c: Contacts,
     poses: Poses,
     pairs: SolverPairs,
+    kept: SolverPairsBefore,
+    bodies: Bodies,
+    sleep_count: wp.array2d[wp.int32],
     contacts: SolverContacts,
     reach: wp.array2d[wp.float32],
     world: int,
     pair_count: int,
     contact_margin: float,
+    rest_substeps: int,
+    last_count: int,
     lane: int,
     lanes: int,
 ):
@@ -2509,7 +2619,9 @@ def narrowphase_lanes(
     only looks back at its own rows (``already_touching``). A round in which a pair makes more rows than its stage
     holds is done again one pair at a time, each with the whole stage. Past the table's capacity each row counts
     in ``c.overflow`` as ``emit`` counts it (a pair that straddles the end may count a few fewer: its stage keeps
-    every row, so it drops duplicates that the serial pass no longer sees)."""
+    every row, so it drops duplicates that the serial pass no longer sees). A pair of bodies held still copies its
+    rows of the substep before into its stage instead (``kept_rows``: rows from the round's first on are not yet
+    overwritten), the rows ``collide`` would make."""
     stage = Contacts()
     stage.body_a = contacts.contact_level  # written by emit, never read back: the pair gives both bodies
     stage.body_b = contacts.contact_level
@@ -2530,8 +2642,20 @@ def narrowphase_lanes(
             a = pairs.pair_body_a[world, k]
             b = pairs.pair_body_b[world, k]
             stage.end = (lane + 1) * span
-            row = collide(stage, poses, world, a, b, contact_margin + reach[world, a] + reach[world, b], lane * span)
-            contacts.contact_order[world, lane] = row - lane * span
+            margin = contact_margin + reach[world, a] + reach[world, b]
+            start = kept_rows(bodies, sleep_count, kept, world, k, a, b, margin, rest_substeps, base, last_count)
+            if start >= 0:
+                n = kept.pair_before[world, k][3]
+                for i in range(wp.min(n, span)):
+                    dst = lane * span + i
+                    stage.normal[world, dst] = c.normal[world, start + i]
+                    stage.offset_a[world, dst] = c.offset_a[world, start + i]
+                    stage.offset_b[world, dst] = c.offset_b[world, start + i]
+                    stage.depth[world, dst] = c.depth[world, start + i]
+                contacts.contact_order[world, lane] = n
+            else:
+                row = collide(stage, poses, world, a, b, margin, lane * span)
+                contacts.contact_order[world, lane] = row - lane * span
         block_sync(lanes)
         offset = wp.int32(base)
         total = wp.int32(0)
@@ -2566,6 +2690,8 @@ def narrowphase_lanes(
                     else:
                         wp.atomic_add(c.overflow, 0, 1)
                         wp.atomic_min(c.overflow, 1, world)
+                kept.pair_before[world, k] = wp.vec4i(i0, j0, offset, contacts.contact_order[world, lane])
+                kept.pair_margin_before[world, k] = contact_margin + reach[world, i0] + reach[world, j0]
             base = wp.min(base + total, capacity)
             r0 += size
         block_sync(lanes)
@@ -2612,6 +2738,7 @@ def _step_kernel(
         world_pair_count_in: wp.array[wp.int32],
         joint_in: GrabJoints,
         # Components out:
+        pair_out: SolverPairsBefore,
         body_out: SolverMotion,
         contact_out: SolverContacts,
         contact__overflow_out: wp.array[wp.int32],
@@ -2628,6 +2755,8 @@ def _step_kernel(
         angular_damping = physics.angular_damping
         contact_margin = physics.contact_margin
         sleep_substeps = physics.sleep_substeps
+        # Substeps asleep before a pair's rows are kept (``held_still``), 0 for never.
+        rest_substeps = wp.where(physics.keep_resting_contacts != 0, sleep_substeps, 0)
         if wp.static(block and group == 1):
             world, lane = wp.tid()
             lanes = wp.block_dim()
@@ -2804,25 +2933,46 @@ def _step_kernel(
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 0, clock)
                 pair_count = world_pair_count_in[world]
+                # The pairs the last narrowphase found but this one does not list found their rows at other poses.
+                for k in range(pair_count + lane, world_solver_counts_out[world, 2], lanes):
+                    pair_out.pair_before[world, k] = wp.vec4i(-1, -1, 0, 0)
                 if wp.static(block):
                     narrowphase_lanes(
                         c,
                         poses,
                         pair_in,
+                        pair_out,
+                        bodies,
+                        body_out.sleep_count,
                         contact_out,
                         body_out.substep_reach,
                         world,
                         pair_count,
                         contact_margin,
+                        rest_substeps,
+                        last_count,
                         lane,
                         lanes,
                     )
                 else:
                     world_contact_count_out[world] = narrowphase(
-                        c, poses, pair_in, body_out.substep_reach, world, 0, pair_count, 0, contact_margin
+                        c,
+                        poses,
+                        pair_in,
+                        pair_out,
+                        bodies,
+                        body_out.sleep_count,
+                        body_out.substep_reach,
+                        world,
+                        pair_count,
+                        contact_margin,
+                        rest_substeps,
+                        last_count,
                     )
                 if wp.static(block):
                     block_sync(lanes)
+                if lane == 0:
+                    world_solver_counts_out[world, 2] = pair_count
                 if sleep_substeps > 0:
                     if lane == 0:
                         wake_sleepers(

@@ -168,6 +168,9 @@ class HideAndSeekConfig:
     # steps): the solver then holds it still, and its contacts with the floor and walls cost no solve, until
     # something moving touches it or it is pushed, grabbed, unlocked or placed; 0: nothing sleeps
     sleep_substeps: int = 16
+    # A pair of sleeping or static bodies keeps its contact rows from the substep before rather than being collided
+    # again (physics.PhysicsConfig.keep_resting_contacts): the same rows, the same results; false to compare
+    keep_resting_contacts: bool = True
     gravity: float = -50.0  # m/s^2 (OpenAI's)
     wide_sensors: bool = (
         True  # lidar a thread per ray, visibility and reach per target (same results; see raycast.sensor_systems)
@@ -227,6 +230,8 @@ class HideAndSeekConfig:
             raise ValueError("lidar_rays, physics_substeps, contact_passes and max_episode_steps must be >= 1")
         if isinstance(self.sleep_substeps, bool) or not isinstance(self.sleep_substeps, int) or self.sleep_substeps < 0:
             raise ValueError(f"sleep_substeps must be an int >= 0 (0: nothing sleeps), got {self.sleep_substeps!r}")
+        if not isinstance(self.keep_resting_contacts, bool):
+            raise ValueError(f"keep_resting_contacts must be true or false, got {self.keep_resting_contacts!r}")
         if self.solver_layout not in physics.SOLVER_LAYOUTS:
             raise ValueError(f"solver_layout must be one of {list(physics.SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
         if physics.solver_registers_problem(self.solver_registers):
@@ -577,6 +582,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         physics_substeps=cfg.physics_substeps,
         contact_passes=cfg.contact_passes,
         sleep_substeps=cfg.sleep_substeps,
+        keep_resting_contacts=cfg.keep_resting_contacts,
         gravity=cfg.gravity,
         max_bodies=max_bodies,
         max_pairs=256,

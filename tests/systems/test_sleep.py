@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import ecs
 import envs
@@ -203,3 +204,225 @@ def test_a_kinematic_body_moving_into_a_sleeper_wakes_and_pushes_it():
     got, want = (scene.column(sim, "position")[0, 1] for sim in (sims[8], sims[0]))
     assert got[0] > 0.3, got  # pushed: the slab reached the cube after 0.65 s and drove it on 0.35 m
     np.testing.assert_allclose(got, want, atol=1e-3)
+
+
+def wall(x: float, y: float = 0.0, z: float = 0.5, half: tuple = (0.1, 0.6, 0.5)) -> BodySpec:
+    return BodySpec(ShapeType.BOX, size=half, position=(x, y, z), response=Response.STATIC)
+
+
+# Scenes whose bodies fall asleep against each other, the floor and static walls, listed in other orders.
+KEEP_SCENES = {
+    "stack of three, offset": lambda: [
+        scene.floor(),
+        *(cube(0.03 * i, z=HALF + i * (2 * HALF + 0.001)) for i in range(3)),
+    ],
+    "row pressed into a wall": lambda: [
+        wall(2 * HALF + 0.1005),
+        scene.floor(),
+        *(cube(-i * (2 * HALF + 0.0005)) for i in range(3)),
+    ],
+    "cube between two walls, ball and capsule": lambda: [
+        cube(0.0),
+        wall(-HALF - 0.1002),
+        ball(-1.0),
+        BodySpec(
+            ShapeType.CAPSULE, size=(0.1, 0.3, 0.0), position=(1.0, 0.5, 0.1), rotation=(0.0, 0.7071068, 0.0, 0.7071068)
+        ),
+        wall(HALF + 0.1002),
+        scene.floor(),
+    ],
+    "slowly rolling ball and cubes": lambda: [
+        scene.floor(),
+        cube(1.0),
+        BodySpec(
+            ShapeType.SPHERE,
+            size=(BALL, 0, 0),
+            position=(0.0, 0.0, BALL),
+            linear_velocity=(0.006, 0.0, 0.0),
+            angular_velocity=(0.0, 0.006 / BALL, 0.0),
+        ),
+        cube(-1.0, 0.4),
+    ],
+    "cube on a static platform": lambda: [
+        scene.floor(),
+        BodySpec(ShapeType.BOX, size=(0.4, 0.4, 0.1), position=(0.0, 0.0, 1.0), response=Response.STATIC),
+        cube(0.05, 0.02, 1.1 + HALF),
+        cube(1.5),
+    ],
+}
+
+
+def held_pairs(sim: ecs.BatchSim, sleep: int) -> int:
+    """Pairs of the step whose two bodies the next narrowphase finds held still (``solver.held_still``)."""
+    count = scene.column(sim, "sleep_count")
+    static = scene.column(sim, "response") == int(Response.STATIC)
+    held = (count > sleep) & ((scene.column(sim, "motion_lock") == solver.SLEEPING) | static)
+    a, b = (scene.column(sim, c, "pair") for c in ("pair_body_a", "pair_body_b"))
+    n = sim.tensor("world", "pair_count").numpy()
+    return sum(int((held[w][a[w, : n[w]]] & held[w][b[w, : n[w]]]).sum()) for w in range(sim.num_worlds))
+
+
+def nudge(sim: ecs.BatchSim, step: int) -> None:
+    """Wakes bodies now and then: a push on the last body, a lift of the first dynamic one, a static body moved."""
+    response = scene.column(sim, "response")[0]
+    if step == 12:
+        velocity = scene.column(sim, "linear_velocity")
+        velocity[0, len(response) - 1 - np.argmax(response[::-1] == int(Response.DYNAMIC))] = (0.0, 1.5, 0.0)
+        sim.tables["body"]["linear_velocity"].assign(velocity)
+    if step == 24:
+        position = scene.column(sim, "position")
+        position[0, np.argmax(response == int(Response.DYNAMIC)), 2] += 0.02
+        sim.tables["body"]["position"].assign(position)
+    if step == 36:
+        shape = scene.column(sim, "shape")[0]
+        static = np.flatnonzero((response == int(Response.STATIC)) & (shape != int(ShapeType.PLANE)))
+        if len(static):
+            position = scene.column(sim, "position")
+            position[0, static[0], 0] += 0.3
+            sim.tables["body"]["position"].assign(position)
+
+
+def assert_same_tables(a: ecs.BatchSim, b: ecs.BatchSim, *, rows_in_use: bool, label: str) -> None:
+    """Every column of the body, pair and contact tables equal bit for bit; with ``rows_in_use`` the contact table's
+    only in each world's rows in use (a block's narrowphase stages rows in scratch columns past them, and a kept
+    pair's stage leaves out the bodies, which the pair gives)."""
+    counts = a.tensor("world", "contact_count").numpy()
+    np.testing.assert_array_equal(counts, b.tensor("world", "contact_count").numpy(), err_msg=label)
+    for archetype in ("body", "pair", "contact"):
+        for column, values in a.tables[archetype].items():
+            got, want = values.numpy(), b.tables[archetype][column].numpy()
+            for w in range(a.num_worlds):
+                rows = counts[w] if archetype == "contact" and rows_in_use else got.shape[1]
+                np.testing.assert_array_equal(got[w, :rows], want[w, :rows], err_msg=f"{column}[{w}], {label}")
+
+
+@pytest.mark.parametrize("layout", ["world", "block"])
+@pytest.mark.parametrize("name", list(KEEP_SCENES))
+def test_kept_contact_rows_are_the_rows_the_narrowphase_makes(cpu_blocks, name, layout):
+    """A pair of bodies held still since the substep before (asleep through it, or static) keeps the contact rows it
+    made then (``keep_resting_contacts``) rather than being collided again: every table, contact rows and pair rows
+    included, is the same bit for bit as with every pair collided every substep, through sleeping (a ball falls
+    asleep while still rolling, 6 mm/s), wake-ups (a push, a written pose, a static body moved under or beside
+    sleepers) and sleeping again; in the scene's order and reversed, a thread or a block of lanes per world."""
+    for order in (1, -1):
+        bodies = KEEP_SCENES[name]()[::order]
+        sims = {
+            keep: scene.build(
+                bodies,
+                PhysicsConfig(max_bodies=8, sleep_substeps=8, keep_resting_contacts=keep, solver_layout=layout),
+            )
+            for keep in (True, False)
+        }
+        held = 0
+        for step in range(48):
+            for sim in sims.values():
+                nudge(sim, step)
+                sim.step()
+            held += held_pairs(sims[True], 8)
+            if step % 6 == 5:
+                assert_same_tables(sims[True], sims[False], rows_in_use=layout == "block", label=f"step {step}")
+        assert held >= 20, held  # the narrowphase kept rows in many substeps
+
+
+def test_a_sleeper_on_a_static_platform_falls_when_the_platform_is_moved():
+    """A cube asleep on a static platform 1 m up: the platform's pose is written 2 m aside. The platform stirs the
+    bodies it touched in the substep before, so the cube wakes and falls to the floor as the same cube never put to
+    sleep does (within 1 cm)."""
+    bodies = KEEP_SCENES["cube on a static platform"]()
+    sims = {sleep: build(bodies, sleep) for sleep in (0, 8)}
+    for _ in range(10):
+        for sim in sims.values():
+            sim.step()
+    assert asleep(sims[8])[2]
+    for sim in sims.values():
+        position = scene.column(sim, "position")
+        position[0, 1, 0] += 2.0
+        sim.tables["body"]["position"].assign(position)
+    for _ in range(20):
+        for sim in sims.values():
+            sim.step()
+    got, want = (scene.column(sim, "position")[0, 2] for sim in (sims[8], sims[0]))
+    assert abs(got[2] - HALF) < 0.01, got  # on the floor
+    np.testing.assert_allclose(got, want, atol=1e-2)
+
+
+def test_keep_resting_contacts_is_checked():
+    for bad in (1, "yes", None):
+        with pytest.raises(ecs.ConfigError, match=r"keep_resting_contacts must be True or False, got"):
+            PhysicsConfig(keep_resting_contacts=bad)
+    with pytest.raises(ValueError, match=r"keep_resting_contacts must be true or false, got 'no'"):
+        envs.make("hide_and_seek", keep_resting_contacts="no")
+
+
+def test_hide_and_seek_keeps_contact_rows_with_the_same_result():
+    """Hide-and-seek under random moves, grabs and locks, with the resets they bring, and boxes that fall asleep
+    and wake: every state array the same bit for bit after 160 steps with and without ``keep_resting_contacts``.
+    Pairs come and go from one step's list to the next, so a pair row's record of an earlier narrowphase must not
+    be taken for the last one's."""
+    sims = {
+        keep: ecs.BatchSim(
+            envs.make("hide_and_seek", prep_fraction=0.0, keep_resting_contacts=keep), 12, device="cpu", seed=3
+        )
+        for keep in (True, False)
+    }
+    gen = torch.Generator().manual_seed(3)
+    held = 0
+    for step in range(160):
+        actions = {
+            key: torch.randint(0, 11 if key == "move" else 2, tuple(a.shape), generator=gen, dtype=torch.int32)
+            for key, a in sims[True].actions.items()
+        }
+        for sim in sims.values():
+            for key, a in actions.items():
+                sim.actions[key].copy_(a)
+            sim.step()
+        held += held_pairs(sims[True], 16)
+        if step % 40 == 39:
+            assert_same_tables(sims[True], sims[False], rows_in_use=False, label=f"step {step}")
+    kept, plain = (sim.state_dict()["arrays"] for sim in sims.values())
+    for name, values in kept.items():
+        np.testing.assert_array_equal(values, plain[name], err_msg=name)
+    assert held > 1000, held
+
+
+@pytest.mark.parametrize("layout", ["world", "block"])
+def test_a_pair_listed_again_after_its_bodies_moved_is_collided_again(cpu_blocks, layout):
+    """Row 4 of the pair table records cube A and a wall 1 cm apart, both held still; a cube B is removed, so the
+    pairs after B's move up a row and row 4 is left with that record. A is put against the wall and falls asleep
+    there; B comes back, and the pair of A and the wall lands in row 4 again. The record is of an earlier
+    narrowphase than the last, at A's old pose: the pair is collided again and finds the contact, and every table
+    is the same bit for bit as with every pair collided every substep."""
+    bodies = [
+        scene.floor(),
+        cube(0.0),  # A
+        wall(HALF + 0.1 + 0.01),
+        cube(-2.0),  # B
+        cube(-2.0 + 2 * HALF + 0.0005),  # beside B: a pair before A's in the sweep
+    ]
+    sims = {
+        keep: scene.build(
+            bodies, PhysicsConfig(max_bodies=8, sleep_substeps=8, keep_resting_contacts=keep, solver_layout=layout)
+        )
+        for keep in (True, False)
+    }
+
+    def edit(sim: ecs.BatchSim, column: str, row: int, value) -> None:
+        values = scene.column(sim, column)
+        values[0, row] = value
+        sim.tables["body"][column].assign(values)
+
+    for step in range(40):
+        for sim in sims.values():
+            if step == 4:
+                assert held_pairs(sim, 8) == 5 and sim.tensor("world", "pair_count").numpy()[0] == 5
+                edit(sim, "alive", 3, 0)
+            if step == 5:
+                edit(sim, "position", 1, (0.0095, 0.0, HALF))  # 0.5 mm into the wall
+            if step == 20:
+                edit(sim, "alive", 3, 1)
+            sim.step()
+    assert_same_tables(sims[True], sims[False], rows_in_use=layout == "block", label="end")
+    a, b = (scene.column(sims[True], c, "contact")[0] for c in ("contact_body_a", "contact_body_b"))
+    n = sims[True].tensor("world", "contact_count").numpy()[0]
+    assert any({int(x), int(y)} == {1, 2} for x, y in zip(a[:n], b[:n], strict=True))  # A rests against the wall
+    assert asleep(sims[True])[1]

@@ -137,15 +137,6 @@ SCENES: dict[str, Callable[[], list[BodySpec]]] = {
 }
 
 
-@pytest.fixture
-def cpu_blocks():
-    """Warp's cooperative CPU blocks, so that a block's lanes run side by side on CPU too."""
-    before = wp.config.enable_cpu_blocks
-    wp.config.enable_cpu_blocks = True
-    yield
-    wp.config.enable_cpu_blocks = before
-
-
 def solver_lanes(sim: ecs.BatchSim) -> int:
     """Lanes per world of the solver's launch (of each launch of the staged solver)."""
     launches = [
