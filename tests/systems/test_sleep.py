@@ -426,3 +426,34 @@ def test_a_pair_listed_again_after_its_bodies_moved_is_collided_again(cpu_blocks
     n = sims[True].tensor("world", "contact_count").numpy()[0]
     assert any({int(x), int(y)} == {1, 2} for x, y in zip(a[:n], b[:n], strict=True))  # A rests against the wall
     assert asleep(sims[True])[1]
+
+
+@pytest.mark.parametrize("layout", ["world", "block"])
+def test_rows_cut_off_by_a_full_table_are_not_kept(cpu_blocks, layout):
+    """Three cubes rest on a static slab, 4 contact rows each, and the table holds 11: each step reports the full
+    table (``ecs.CapacityError``) and goes on with the rows that fit, so one cube rests on 3 points. They all fall
+    asleep; the pair whose rows were cut off is collided again every substep (its record counts 4 rows, more than
+    the table kept), the others keep theirs, and every table is the same bit for bit as with every pair collided."""
+    slab = BodySpec(ShapeType.BOX, size=(2.0, 1.0, 0.1), position=(0.0, 0.0, -0.1), response=Response.STATIC)
+    bodies = [slab, cube(-1.0), cube(0.0, 0.1), cube(1.0, -0.1)]
+    sims = {
+        keep: scene.build(
+            bodies,
+            PhysicsConfig(
+                max_bodies=8, max_contacts=11, sleep_substeps=8, keep_resting_contacts=keep, solver_layout=layout
+            ),
+        )
+        for keep in (True, False)
+    }
+    full = held = 0
+    for step in range(20):
+        for sim in sims.values():
+            try:
+                sim.step()
+            except ecs.CapacityError:
+                full += 1
+        held += held_pairs(sims[True], 8)
+        assert_same_tables(sims[True], sims[False], rows_in_use=layout == "block", label=f"step {step}")
+    assert full == 2 * 20 and held > 20, (full, held)
+    assert (sims[True].tensor("world", "contact_count").numpy() == 11).all()
+    assert asleep(sims[True])[1:4].all()
