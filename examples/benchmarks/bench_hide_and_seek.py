@@ -17,6 +17,7 @@ Warp's CPU backend runs each launch on one core, so CPU numbers are a floor, not
     python examples/benchmarks/bench_hide_and_seek.py --device cuda:0 --num-worlds 1024 16384 65536
     python examples/benchmarks/bench_hide_and_seek.py --num-worlds 256 --cpu-threads 1 --profile 256 --set physics_substeps=4
     python examples/benchmarks/bench_hide_and_seek.py --num-worlds 64 --cpu-threads 1 --set solver_timing=true --set sleep_substeps=0
+    python examples/benchmarks/bench_hide_and_seek.py --num-worlds 64 --cpu-threads 1 --set solver_timing=true --set keep_resting_contacts=false
 """
 
 from __future__ import annotations
