@@ -106,16 +106,17 @@ def test_bench_hide_and_seek_takes_config_overrides(tmp_path: Path) -> None:
 def test_physics_budgets_reports_depth_and_rate_per_budget(tmp_path: Path) -> None:
     """Each budget's held-grab depths and its rate relative to the first; a bad budget stops it with its reason."""
     path = tmp_path / "budgets.json"
-    args = ["--budgets", "8x2,2x1s4", "--seeds", "3", "--num-worlds", "4", "--steps", "8", "--rate-worlds", "4"]
+    args = ["--budgets", "8x2,2x1s4k0", "--seeds", "3", "--num-worlds", "4", "--steps", "8", "--rate-worlds", "4"]
     args += ["--rate-steps", "2", "--repeats", "1", "--device", "cpu", "--json", str(path)]
     out = run("examples/benchmarks/physics_budgets.py", *args).stdout
     rows = json.loads(path.read_text())["rows"]
-    # Without "s", the env's default sleeping (16 substeps at rest).
+    # Without "s", the env's default sleeping (16 substeps at rest); "k0": pairs at rest collided every substep.
     assert [(r["physics_substeps"], r["contact_passes"], r["sleep_substeps"]) for r in rows] == [(8, 2, 16), (2, 1, 4)]
+    assert [r["keep_resting_contacts"] for r in rows] == [True, False]
     assert rows[0]["rate_ratio"] == 1.0 and rows[1]["env_steps_per_s"] > 0
     assert all(r["worst_depth_m"] >= r["p999_depth_m"] >= 0.0 and r["fastest_m_per_s"] > 0 for r in rows)
-    assert re.search(r"^\s+8 x 2 ", out, re.MULTILINE) and re.search(r"^\s+2 x 1 s4 ", out, re.MULTILINE), out
-    for bad_budget in ("8x0", "8x2s", "8x2s-1"):
+    assert re.search(r"^\s+8 x 2 ", out, re.MULTILINE) and re.search(r"^\s+2 x 1 s4 k0 ", out, re.MULTILINE), out
+    for bad_budget in ("8x0", "8x2s", "8x2s-1", "8x2k1"):
         bad = run("examples/benchmarks/physics_budgets.py", "--budgets", bad_budget, returncode=2)
         assert "a budget is SUBSTEPSxPASSES with both >= 1 (e.g. 8x2), or with sleeping" in bad.stderr
         assert f"got '{bad_budget}'" in bad.stderr

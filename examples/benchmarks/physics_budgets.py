@@ -2,7 +2,8 @@
 inside each other and what a step costs.
 
 For each budget ``SxP`` (``physics_substeps`` S, ``contact_passes`` P; ``SxPsN``: with ``sleep_substeps`` N, bodies at
-rest for N substeps sleep, ``s0`` none; without, the env's default), side by side in one process:
+rest for N substeps sleep, ``s0`` none; without, the env's default; a ``k0`` after it: pairs of sleeping and static
+bodies collided every substep, ``keep_resting_contacts`` off, with the same results), side by side in one process:
 
 - **depth**: the held-grab stress of ``tests/envs/test_hide_and_seek_strategies.py`` (every agent holding grab,
   random moves every step, no preparation phase) for ``--steps`` steps of ``--num-worlds`` procedural worlds per
@@ -14,6 +15,7 @@ rest for N substeps sleep, ``s0`` none; without, the env's default), side by sid
     python examples/benchmarks/physics_budgets.py                                  # CPU, one thread for the rate
     python examples/benchmarks/physics_budgets.py --budgets 8x2,4x4 --seeds 1,2 --plot budgets.png
     python examples/benchmarks/physics_budgets.py --budgets 8x2,8x2s0           # with and without sleeping
+    python examples/benchmarks/physics_budgets.py --budgets 8x2,8x2k0           # with and without kept contact rows
 """
 
 from __future__ import annotations
@@ -37,30 +39,32 @@ from envs.hide_and_seek import HideAndSeekConfig
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_hide_and_seek import measure
 
-DEFAULT_BUDGETS = "8x2,8x2s0,8x1,6x2,6x3,5x3,4x4,4x3"
+DEFAULT_BUDGETS = "8x2,8x2s0,8x2k0,8x1,6x2,6x3,5x3,4x4,4x3"
 DEFAULT_SLEEP = HideAndSeekConfig().sleep_substeps  # substeps at rest before a body sleeps
+BUDGET_FIELDS = ("physics_substeps", "contact_passes", "sleep_substeps", "keep_resting_contacts")
 
 
-def parse_budgets(text: str) -> list[tuple[int, int, int | None]]:
-    """``SxP[sN],...`` as (substeps, passes, sleep substeps) triples: substeps and passes >= 1, sleep >= 0 (0:
-    nothing sleeps; None where left out: the env's default)."""
+def parse_budgets(text: str) -> list[tuple[int, int, int | None, bool]]:
+    """``SxP[sN][k0],...`` as (substeps, passes, sleep substeps, keep resting contacts): substeps and passes >= 1,
+    sleep >= 0 (0: nothing sleeps; None where left out: the env's default), keep False with ``k0``."""
     out = []
     for item in filter(None, (t.strip() for t in text.split(","))):
-        m = re.fullmatch(r"(\d+)x(\d+)(?:s(\d+))?", item)
+        m = re.fullmatch(r"(\d+)x(\d+)(?:s(\d+))?(k0)?", item)
         if m is None or int(m[1]) < 1 or int(m[2]) < 1:
             raise ValueError(
                 f"a budget is SUBSTEPSxPASSES with both >= 1 (e.g. 8x2), or with sleeping after N substeps at rest "
-                f"SUBSTEPSxPASSESsN (e.g. 8x2s8), got {item!r}"
+                f"SUBSTEPSxPASSESsN (e.g. 8x2s8), either followed by k0 to collide every pair every substep "
+                f"(8x2k0), got {item!r}"
             )
-        out.append((int(m[1]), int(m[2]), None if m[3] is None else int(m[3])))
+        out.append((int(m[1]), int(m[2]), None if m[3] is None else int(m[3]), m[4] is None))
     if not out:
         raise ValueError("--budgets names no budget")
     return out
 
 
-def stress(substeps: int, passes: int, sleep: int, seed: int, num_worlds: int, steps: int, device: str) -> dict:
-    """The held-grab stress at one budget and seed: every live contact's depth after each step, the fastest body."""
-    budget = {"physics_substeps": substeps, "contact_passes": passes, "sleep_substeps": sleep}
+def stress(budget: dict, seed: int, num_worlds: int, steps: int, device: str) -> dict:
+    """The held-grab stress at one budget (``BUDGET_FIELDS``) and seed: every live contact's depth after each step,
+    the fastest body."""
     spec = envs.make("hide_and_seek", prep_fraction=0.0, **budget)
     sim = ecs.BatchSim(spec, num_worlds, device=device, seed=seed)
     gen = torch.Generator().manual_seed(seed)
@@ -105,19 +109,18 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     with tqdm(total=len(budgets) * (len(seeds) + args.repeats), desc="budgets", unit="run") as bar:
-        for substeps, passes, sleep in budgets:
+        for substeps, passes, sleep, keep in budgets:
             sleep = DEFAULT_SLEEP if sleep is None else sleep
+            budget = dict(zip(BUDGET_FIELDS, (substeps, passes, sleep, keep), strict=True))
             runs = []
             for seed in seeds:
-                runs.append(stress(substeps, passes, sleep, seed, args.num_worlds, args.steps, device))
+                runs.append(stress(budget, seed, args.num_worlds, args.steps, device))
                 bar.update()
             depths = np.concatenate([r["depths"] for r in runs])
             world_steps = sum(r["world_steps"] for r in runs)
             rows.append(
                 {
-                    "physics_substeps": substeps,
-                    "contact_passes": passes,
-                    "sleep_substeps": sleep,
+                    **budget,
                     "worst_depth_m": float(depths.max(initial=0.0)),
                     "p999_depth_m": float(np.percentile(depths, 99.9)) if depths.size else 0.0,
                     "over_2cm_per_1k_world_steps": 1000.0 * float((depths > 0.02).sum()) / world_steps,
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         for _ in range(args.repeats):  # each round times every budget once, so drifts hit them alike
             for row in rows:
-                overrides = {k: row[k] for k in ("physics_substeps", "contact_passes", "sleep_substeps")}
+                overrides = {k: row[k] for k in BUDGET_FIELDS}
                 r = measure(
                     args.rate_worlds,
                     steps=args.rate_steps,
@@ -166,9 +169,10 @@ def main(argv: list[str] | None = None) -> None:
 
 def label(row: dict) -> str:
     """A budget as its table names it: ``8 x 2`` with the env's default sleeping, ``8 x 2 s0`` without, ``8 x 2 s8``
-    with sleeping after 8 substeps at rest."""
+    with sleeping after 8 substeps at rest; ``k0`` after it without kept contact rows."""
     sleep = row.get("sleep_substeps", DEFAULT_SLEEP)
-    return f"{row['physics_substeps']} x {row['contact_passes']}" + ("" if sleep == DEFAULT_SLEEP else f" s{sleep}")
+    name = f"{row['physics_substeps']} x {row['contact_passes']}" + ("" if sleep == DEFAULT_SLEEP else f" s{sleep}")
+    return name + ("" if row.get("keep_resting_contacts", True) else " k0")
 
 
 def plot(rows: list[dict], path: str, device: str) -> None:
@@ -184,7 +188,7 @@ def plot(rows: list[dict], path: str, device: str) -> None:
         ax.annotate(label(r).replace(" ", ""), (x, y), textcoords="offset points", xytext=(5, 3))
     ax.set_xlabel(f"env steps/s relative to {label(rows[0]).replace(' ', '')} ({device})")
     ax.set_ylabel("99.9th percentile contact depth [cm]")
-    ax.set_title("Hide-and-seek held-grab stress: substeps x contact passes (s0: no sleeping)")
+    ax.set_title("Held-grab stress, substeps x passes (s0: no sleeping; k0: rows not kept)", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
