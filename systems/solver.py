@@ -612,13 +612,14 @@ def lock_sleepers(
     ``locked_by``, or ``SLEEPING`` where it has been at rest for ``sleep_substeps`` substeps (``SleepCount``) and
     nothing acts on it: no force or torque, and its pose and velocity as the solver left them (a sleeping body
     keeps its pose, its substep's start pose and zero velocity; anything else was written since). A body that
-    would sleep but is acted on wakes: its count starts again. So does a static body's whose pose was written (the
-    solver leaves its substep's start pose equal to its pose): it stirs the sleepers it touches (``stirs``)."""
+    would sleep but is acted on wakes: its count starts again. A static body's count starts again where its pose was
+    written (the solver leaves its substep's start pose equal to its pose): it stirs the sleepers it touches
+    (``stirs``)."""
     for i in range(lane, bodies.alive.shape[1], lanes):
         lock = locked_by[world, i]
-        alive = sleep_substeps > 0 and bodies.alive[world, i] != 0
-        static = alive and bodies.response[world, i] == STATIC
-        due = alive and sleep_count[world, i] >= sleep_substeps and movable(bodies.response[world, i], lock)
+        counted = sleep_substeps > 0 and bodies.alive[world, i] != 0
+        static = counted and bodies.response[world, i] == STATIC
+        due = counted and sleep_count[world, i] >= sleep_substeps and movable(bodies.response[world, i], lock)
         if due or static:
             x = bodies.position[world, i]
             x0 = bodies.prev_position[world, i]
