@@ -8,8 +8,8 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default) at 1k..256k, staged at 1k..64k, whole with and without its cache at 1k and 16k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles, and its staged launches timed); a thread per world at 1k (its stage shares too), staged at 16k..256k and, the tables interleaved (``interleave_worlds``), at 64k and 256k; last, its staged launches timed at 256k |
-| ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU), both sensor forms (``wide_sensors``), ``sim.profile`` per system at 16k worlds, and at 16k and 64k the rate at fewer substeps of more contact passes, at Madrona's step, without sleeping bodies and without kept contact rows (``PHYSICS_BUDGETS``) |
+| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default below ``physics.AUTO_WORLD_FROM`` worlds) at 1k..256k and 128k, staged at 1k..64k, whole with and without its cache at 1k and 16k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles, and its staged launches timed); a thread per world at 1k (its stage shares too), staged at 16k..256k and 128k (the CUDA default from ``AUTO_WORLD_FROM``) and, the tables interleaved (``interleave_worlds``), at 64k and 256k; last, its staged launches timed at 256k |
+| ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU; each at the CUDA defaults for its count), both sensor forms (``wide_sensors``), ``sim.profile`` per system at 16k worlds, and at 16k and 64k the rate at fewer substeps of more contact passes, at Madrona's step, without sleeping bodies and without kept contact rows (``PHYSICS_BUDGETS``) |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared (``--hide-and-seek KEY=VALUE,...`` sets hide-and-seek's config here and in ``hide_and_seek``) |
 | ``cartpole`` | first its two targets (``bench_suite.py --bandwidth --overhead``: the fused step against the bandwidth bound from ``sim.step_bytes``, host time of one captured step), then ``python -m ecs bench cartpole`` at 4k..1M worlds and ``bench_suite.py``'s throughput against N and K with eager torch and JAX baselines |
 | ``policy_step`` | a captured policy forward plus step (``ecs.adapters.PolicyStep``) against the two done separately |
@@ -267,6 +267,9 @@ def stage_solver(args: argparse.Namespace) -> dict:
     # 2026-11-27) nor capped at 128 registers (slower on an H100 and an H200): results/gpu/.
     # The block of 8 and of 4 lanes per world (solver_lanes: a warp of 4 or 8 worlds on CUDA, so an SM keeps 4 or 8
     # times the worlds at once), staged without the cache, checked without FMA and timed with it after the default.
+    # The two forms that the "auto" layout picks between on CUDA (physics.AUTO_WORLD_FROM) also at 131,072 worlds,
+    # between the counts where they ran even and where a thread per world led.
+    decide = counts if args.quick else [*counts[:3], 131072, *counts[3:]]
     # (layout, registers per thread, worlds interleaved, staged, cached, fma, lanes per world, world counts)
     variants = [
         ("world", None, False, False, False, False, 32, counts[:1]),
@@ -277,14 +280,14 @@ def stage_solver(args: argparse.Namespace) -> dict:
         ("block", None, False, True, False, False, 4, counts[:1]),
         ("world", None, False, True, False, False, 32, counts[:1]),
         ("block", None, False, True, True, False, 32, counts[:3]),
-        ("block", None, False, True, True, True, 32, counts),
+        ("block", None, False, True, True, True, 32, decide),
         ("block", None, False, True, False, True, 8, counts),
         ("block", None, False, True, False, True, 4, counts),
         ("block", None, False, True, False, True, 32, counts[:3]),
         ("block", None, False, False, False, True, 32, counts[:2]),
         ("block", None, False, False, True, True, 32, counts[:2]),
         ("world", None, False, False, False, True, 32, counts[:1]),
-        ("world", None, False, True, False, True, 32, counts[1:] or counts),
+        ("world", None, False, True, False, True, 32, decide[1:] or decide),
         ("world", None, True, True, False, True, 32, counts[2:] or counts),
     ]
     if args.quick:  # on CPU every kernel without FMA is another compile: the whole ones only; 8 lanes, not 4
@@ -293,7 +296,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
         variants = _solver_forms(args.solver_forms)
         counts = sorted({n for v in variants for n in v[-1]})
     result: dict[str, Any] = {"rows": [], "identical": {}, "stages": [], "staged_profile": []}
-    digests: dict[int, dict[str, list[str]]] = {n: {} for n in counts}
+    digests: dict[int, dict[str, list[str]]] = {n: {} for v in variants for n in v[-1]}
     scratch = {c.name for c in importlib.import_module("systems.solver").SCRATCH_COMPONENTS}
     for layout, registers, interleave, staged, cached, fma, lanes, variant_counts in variants:
         label = layout + ("" if registers is None else f", {registers} registers") + (", interleaved" * interleave)

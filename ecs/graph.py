@@ -107,7 +107,15 @@ class TaskGraph:
             phase writes it), a missing resource, or a parameter of the wrong type.
     """
 
-    def __init__(self, systems: Iterable[System], layout: Layout, *, device_is_cpu: bool, env_name: str = "") -> None:
+    def __init__(
+        self,
+        systems: Iterable[System],
+        layout: Layout,
+        *,
+        device_is_cpu: bool,
+        num_worlds: int,
+        env_name: str = "",
+    ) -> None:
         self.layout = layout
         self.env_name = env_name
         self.tasks: list[Task] = []
@@ -116,8 +124,9 @@ class TaskGraph:
             if not isinstance(s, System):
                 raise GraphError(f"env {env_name!r}: systems must be ecs.System objects, got {s!r}")
         # On CUDA a system with a ``cuda`` variant runs as that variant (same phase, same parameters); a system
-        # for one kind of device only (``device``) runs only there.
-        systems = [s.on(device_is_cpu) for s in systems if s.runs_on(device_is_cpu)]
+        # for one kind of device only (``device``) runs only there, one for some world counts (``min_worlds``,
+        # ``max_worlds``) only in simulations of those.
+        systems = [s.on(device_is_cpu) for s in systems if s.runs_on(device_is_cpu, num_worlds)]
         # Phases first, registration order second (sorted() is stable).
         for s in sorted(systems, key=lambda s: int(s.phase)):
             self.tasks.extend(self._bind(s, device_is_cpu))

@@ -147,7 +147,9 @@ class BatchSim:
         self.storage = Storage(
             env, self.num_worlds, self.device, values, self.seed, self.world_offset, bool(interleave_worlds)
         )
-        self.graph = TaskGraph(env.systems, self.storage.layout, device_is_cpu=is_cpu, env_name=env.name)
+        self.graph = TaskGraph(
+            env.systems, self.storage.layout, device_is_cpu=is_cpu, env_name=env.name, num_worlds=self.num_worlds
+        )
         capacities = {a.name: a.capacity for a in env.archetypes}
         self.flags = ErrorFlags(self.storage.overflow, capacities, self.device)
         reason = why_not_fusable(self.graph, env)

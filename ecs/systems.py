@@ -242,6 +242,10 @@ class System:
             both). A pair of such systems computes one thing in two ways, each where it is faster: say a
             solver as one kernel on a CPU and as several smaller ones, each holding fewer registers, on a GPU.
             Where the two differ only in launch shape, give one system a ``cuda`` variant instead.
+        min_worlds, max_worlds: the system runs only in simulations of at least ``min_worlds`` and at most
+            ``max_worlds`` worlds (a process's ``num_worlds``; None: no bound). A pair of such systems computes
+            one thing in the form that is faster at each size: say a block of lanes per world where a GPU holds
+            every world at once, and a thread per world where the worlds outnumber what it holds.
     """
 
     def __init__(
@@ -255,6 +259,8 @@ class System:
         block_dim: int | None = None,
         cuda: System | None = None,
         device: str | None = None,
+        min_worlds: int | None = None,
+        max_worlds: int | None = None,
     ) -> None:
         if isinstance(fn, wp.Kernel):
             self.is_func = False
@@ -293,12 +299,29 @@ class System:
             raise GraphError(f"system {fn.key!r}: device must be None, 'cpu' or 'cuda', got {device!r}")
         if device == "cpu" and cuda is not None:
             raise GraphError(f"system {fn.key!r}: a system for the CPU only has no cuda= variant; drop one of them")
+        for bound_name, bound in (("min_worlds", min_worlds), ("max_worlds", max_worlds)):
+            if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 1):
+                raise GraphError(f"system {fn.key!r}: {bound_name} must be None or an int >= 1, got {bound!r}")
+        if min_worlds is not None and max_worlds is not None and min_worlds > max_worlds:
+            raise GraphError(
+                f"system {fn.key!r}: min_worlds={min_worlds} exceeds max_worlds={max_worlds}, so it would never run; "
+                "swap them or drop one"
+            )
         self.cuda = cuda
         self.device = device
+        self.min_worlds = min_worlds
+        self.max_worlds = max_worlds
 
-    def runs_on(self, device_is_cpu: bool) -> bool:
-        """Whether it runs in a simulation built on a CPU (``device_is_cpu``) or on a CUDA device (``device``)."""
-        return self.device is None or (self.device == "cpu") == device_is_cpu
+    def runs_on(self, device_is_cpu: bool, num_worlds: int | None = None) -> bool:
+        """Whether it runs in a simulation built on a CPU (``device_is_cpu``) or on a CUDA device (``device``) of
+        ``num_worlds`` worlds (None: of some world count)."""
+        if self.device is not None and (self.device == "cpu") != device_is_cpu:
+            return False
+        if num_worlds is None:
+            return True
+        return (self.min_worlds is None or num_worlds >= self.min_worlds) and (
+            self.max_worlds is None or num_worlds <= self.max_worlds
+        )
 
     def on(self, device_is_cpu: bool) -> System:
         """The system that runs on a CPU (``device_is_cpu``) or a CUDA build: itself, or its ``cuda`` system."""
@@ -313,6 +336,8 @@ class System:
 
     def __repr__(self) -> str:
         where = "" if self.device is None else f", {self.device} only"
+        if self.min_worlds is not None or self.max_worlds is not None:
+            where += f", {self.min_worlds or 1}..{self.max_worlds or ''} worlds"
         return f"System({self.name!r}, {self.phase.name}{where})"
 
 
@@ -327,6 +352,11 @@ def _check_cuda_variant(system: System, cuda: Any) -> None:
         raise GraphError(f"{where}{cuda.name!r} has a cuda= system of its own; give the variant none")
     if cuda.device is not None:
         raise GraphError(f"{where}{cuda.name!r} is for one device only (device={cuda.device!r}); give the variant none")
+    if cuda.min_worlds is not None or cuda.max_worlds is not None:
+        raise GraphError(
+            f"{where}{cuda.name!r} has world bounds of its own (min_worlds, max_worlds); give them to the system "
+            "it replaces"
+        )
     if cuda.phase != system.phase:
         raise GraphError(
             f"{where}{cuda.name!r} runs in {cuda.phase.name}, the system in {system.phase.name}; give both one phase"

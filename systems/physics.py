@@ -62,6 +62,13 @@ wp.set_module_options({"enable_backward": False})
 # slower than whole (256 worlds, one process side by side). PhysicsConfig.solver_cache "auto" (the default) keeps
 # the block's cache on CUDA wherever the tables fit it (1.1x again at 1,024 worlds staged, 1.2x whole), not on CPU.
 SOLVER_LAYOUTS = ("auto", "world", "block")
+# "auto" on CUDA from this many worlds (a process's num_worlds) on, where the CUDA build is staged and not forced to
+# keep the cache: a thread per world, staged, in place of the block staged and cached. Once the worlds outnumber
+# the blocks a GPU holds at once, a thread per world wastes no lanes on a world's serial parts: on an H200
+# (results/gpu/h200-2026-11-27) it ran hide-and-seek 1.16x as fast at 262,144 worlds (266k against 229k env steps/s)
+# and held 265k to a million worlds, where on an H100 at 65,536 the two were even (180k and 184k) and at 16,384 the
+# block ran 1.6x as fast.
+AUTO_WORLD_FROM = 262_144
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ class PhysicsConfig:
     max_contacts: int = 256  # contacts per world
     max_joints: int = 4  # fixed joints per world
     # "world": step_bodies, a thread per world; "block": step_bodies_block, solver.SOLVER_LANES lanes per world;
-    # "auto": "world" on CPU, "block" on CUDA
+    # "auto": "world" on CPU, "block" on CUDA, and "world" staged on CUDA from AUTO_WORLD_FROM worlds on
     solver_layout: str = "auto"
     # The solver of solver_layout as four kernels per substep (solver.STAGED: collide, prepare,
     # solve, velocity), each holding less than the whole kernel, and end_substeps; the profiler times each. The same
@@ -274,8 +281,28 @@ def solver_systems(
     with the cache where the layout is a block's and the tables fit it; each a system for its device only
     (``ecs.System.device``) where the two differ. ``lanes``: a block's lanes per world (``solver.LANE_CHOICES``;
     ``PhysicsConfig.solver_lanes``): below ``solver.SOLVER_LANES`` a CUDA block (a warp) holds several worlds, a
-    CPU block one; the two builds then have systems of their own (the cache needs a block per world)."""
+    CPU block one; the two builds then have systems of their own (the cache needs a block per world). The "auto"
+    layout of 32 lanes, where the CUDA build is staged and ``cached`` is not True, runs on CUDA as a thread per world
+    staged (no cache) in simulations of ``AUTO_WORLD_FROM`` worlds or more (``ecs.System.min_worlds``)."""
     _check_solver_choice(layout, registers)
+    sizes = dict(registers=registers, timed=timed, fma=fma, substeps=substeps, max_bodies=max_bodies)
+    sizes |= dict(max_contacts=max_contacts)
+    # The CUDA build staged (staged True, or "auto" and not timed) may be a thread per world's at many worlds.
+    cuda_staged = staged is True or (staged == "auto" and not timed)
+    if layout == "auto" and lanes == solver.SOLVER_LANES and cached is not True and cuda_staged:
+        few = _solver_systems(layout, staged, cached, lanes, sizes)
+        many = _solver_systems("world", True, False, lanes, sizes)
+        return [
+            *(_for_device(s, "cpu") for s in few if s.runs_on(True)),
+            *(_for_device(s, "cuda", max_worlds=AUTO_WORLD_FROM - 1) for s in few if s.runs_on(False)),
+            *(_for_device(s, "cuda", min_worlds=AUTO_WORLD_FROM) for s in many),
+        ]
+    return _solver_systems(layout, staged, cached, lanes, sizes)
+
+
+def _solver_systems(layout: str, staged: Any, cached: Any, lanes: int, sizes: dict[str, Any]) -> list[ecs.System]:
+    """``solver_systems`` for any world count; ``sizes``: its ``registers``, ``timed``, ``fma``, ``substeps``,
+    ``max_bodies`` and ``max_contacts``."""
     if lanes not in solver.LANE_CHOICES:
         raise ecs.ConfigError(f"solver lanes must be one of {list(solver.LANE_CHOICES)} (per world), got {lanes!r}")
     if lanes != solver.SOLVER_LANES and cached is True:
@@ -290,22 +317,17 @@ def solver_systems(
         # where the layout is a block's and the tables fit.
         cuda_layout = "block" if layout == "auto" else layout
         cpu_form = (False if staged == "auto" else staged, False if cached == "auto" else cached)
-        cuda_form = (
-            (not timed) if staged == "auto" else staged,
-            _cache_fits(cuda_layout, max_bodies, max_contacts, lanes) if cached == "auto" else cached,
-        )
-        sizes = dict(registers=registers, timed=timed, fma=fma, substeps=substeps, lanes=lanes)
-        sizes |= dict(max_bodies=max_bodies, max_contacts=max_contacts)
+        fits = _cache_fits(cuda_layout, sizes["max_bodies"], sizes["max_contacts"], lanes)
+        cuda_form = ((not sizes["timed"]) if staged == "auto" else staged, fits if cached == "auto" else cached)
         if cpu_form == cuda_form:
-            return solver_systems(layout, staged=cpu_form[0], cached=cpu_form[1], **sizes)
-        cpu = solver_systems(layout, staged=cpu_form[0], cached=cpu_form[1], **sizes)
-        cuda = solver_systems(cuda_layout, staged=cuda_form[0], cached=cuda_form[1], **sizes)
+            return _solver_systems(layout, *cpu_form, lanes, sizes)
+        cpu = _solver_systems(layout, *cpu_form, lanes, sizes)
+        cuda = _solver_systems(cuda_layout, *cuda_form, lanes, sizes)
         return [
             *(_for_device(s, "cpu") for s in cpu if s.runs_on(True)),
             *(_for_device(s, "cuda") for s in cuda if s.runs_on(False)),
         ]
-    fixed = dict(registers=registers, timed=timed, staged=staged, cached=cached, fma=fma, substeps=substeps)
-    fixed |= dict(max_bodies=max_bodies, max_contacts=max_contacts)
+    fixed = dict(sizes, staged=staged, cached=cached)
     if lanes != solver.SOLVER_LANES and layout != "world":
         # A block of ``lanes`` lanes per world on CPU (a thread per world for "auto"); on CUDA a warp of worlds.
         cpu = _fixed_systems("world" if layout == "auto" else "block", lanes=lanes, group=1, **fixed)
@@ -365,8 +387,10 @@ def _fixed_systems(
     return [*(stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED), end]
 
 
-def _for_device(system: ecs.System, device: str) -> ecs.System:
-    """``system`` for builds on ``device`` ("cpu" or "cuda") only."""
+def _for_device(
+    system: ecs.System, device: str, *, min_worlds: int | None = None, max_worlds: int | None = None
+) -> ecs.System:
+    """``system`` for builds on ``device`` ("cpu" or "cuda") only, of ``min_worlds`` to ``max_worlds`` worlds."""
     return ecs.System(
         system.fn,
         system.phase,
@@ -376,6 +400,8 @@ def _for_device(system: ecs.System, device: str) -> ecs.System:
         block_dim=system.block_dim,
         cuda=system.cuda if device == "cuda" else None,
         device=device,
+        min_worlds=min_worlds,
+        max_worlds=max_worlds,
     )
 
 

@@ -35,11 +35,18 @@ def cuda_module_loads(env: ecs.EnvSpec, device_is_cpu: bool = False) -> Iterator
     """The modules of the env's CUDA step, each as often and with the kernels that a CUDA ``BatchSim`` loads it
     with (a module's hash covers its kernels): the systems and their generated wrappers, the engine's kernels
     and, for a fusable env, the fused kernel of held actions, then the module again once ``run(k, actions)``
-    has added the per-step one. ``device_is_cpu``: the same for a CPU build (the tests check it against one)."""
+    has added the per-step one, at every world count where the systems differ (``ecs.System.min_worlds``,
+    ``max_worlds``). ``device_is_cpu``: the same for a CPU build (the tests check it against one)."""
     cpu = ecs.BatchSim(env, 1, device="cpu", fuse=False)  # the layout (its kernels are the CPU forms)
     layout = cpu.storage.layout
-    graph = TaskGraph(env.systems, layout, device_is_cpu=device_is_cpu, env_name=env.name)
-    kernels = [t.kernel for t in graph.tasks]
+    edges = {1} | {s.min_worlds for s in env.systems if s.min_worlds}
+    edges |= {s.max_worlds + 1 for s in env.systems if s.max_worlds}
+    graphs = [
+        TaskGraph(env.systems, layout, device_is_cpu=device_is_cpu, num_worlds=n, env_name=env.name)
+        for n in sorted(edges)
+    ]
+    graph = graphs[0]
+    kernels = [t.kernel for g in graphs for t in g.tasks]
     generated = generate(cpu.storage, device_is_cpu=device_is_cpu)  # the device's form of the action check
     kernels += [generated.validate, generated.copy_final_obs, generated.load_actions]
     fused = []

@@ -53,8 +53,8 @@ COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET
 ``observe_visibility_targets``, ``measure_reach``, ``pick_reach_targets``; OBSERVE ``observe_agents``. (With
 ``wide_sensors`` False, lidar, visibility and reach run as ``cast_lidar``, ``observe_visibility`` and
 ``find_reach_targets``, a thread per agent; with
-``solver_layout`` "block", and on CUDA with the default "auto", the solver runs as ``step_bodies_block``, 32 lanes
-per world; with ``solver_staged``, as four kernels a substep, ``solver_<stage>_<substep>``, and ``end_substeps``;
+``solver_layout`` "block", and on CUDA with the default "auto" below 262,144 worlds, the solver runs as
+``step_bodies_block``, 32 lanes per world; with ``solver_staged``, as four kernels a substep, ``solver_<stage>_<substep>``, and ``end_substeps``;
 ``solver_cache`` keeps what the solver rewrites in a block's shared memory.)
 """
 
@@ -176,7 +176,7 @@ class HideAndSeekConfig:
         True  # lidar a thread per ray, visibility and reach per target (same results; see raycast.sensor_systems)
     )
     # The solver a thread per world ("world"), 32 lanes per world ("block"), or "auto": "world" on CPU and "block"
-    # on CUDA (the same results; physics.SOLVER_LAYOUTS)
+    # on CUDA, "world" staged on CUDA from physics.AUTO_WORLD_FROM (262,144) worlds (the same results)
     solver_layout: str = "auto"
     solver_registers: int | None = None  # CUDA: the solver's registers per thread capped (32..255; same results)
     solver_timing: bool = False  # count each solver stage's clock cycles in world.solver_cycles (same results)

@@ -1,5 +1,7 @@
 """Authoring: raw RESET kernels are gated per world, richer @wp.func systems, column bundles."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -63,6 +65,13 @@ def reset_mark_nested(world_reset_in: wp.array(dtype=wp.int32), world_mark_out: 
 def reset_mark_ungated(world_reset_in: wp.array(dtype=wp.int32), world_mark_out: wp.array(dtype=wp.int32)):
     world = wp.tid()
     world_mark_out[world] = 100 + world
+
+
+@wp.kernel
+def reset_mark_far(world_reset_in: wp.array(dtype=wp.int32), world_mark_out: wp.array(dtype=wp.int32)):
+    world = wp.tid()
+    if world_reset_in[world] != 0:
+        world_mark_out[world] = 1000 + world
 
 
 @wp.kernel
@@ -1276,10 +1285,14 @@ def test_a_cuda_variant_runs_in_a_cuda_build_and_is_checked_when_made():
     sim = ecs.BatchSim(env, 3, device="cpu")
     reset = [t for t in sim.graph.tasks if t.phase == ecs.Phase.RESET]
     assert [t.kernel.key for t in reset] == ["reset_mark_nested"]
-    graph = TaskGraph(env.systems, sim.storage.layout, device_is_cpu=False, env_name=env.name)
+    graph = TaskGraph(
+        env.systems, sim.storage.layout, device_is_cpu=False, num_worlds=sim.num_worlds, env_name=env.name
+    )
     assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.RESET] == ["reset_mark_early_return"]
     # the variant's reads and writes are the system's
-    cpu_graph = TaskGraph(env.systems, sim.storage.layout, device_is_cpu=True, env_name=env.name)
+    cpu_graph = TaskGraph(
+        env.systems, sim.storage.layout, device_is_cpu=True, num_worlds=sim.num_worlds, env_name=env.name
+    )
     assert [(t.reads, t.writes) for t in graph.tasks] == [(t.reads, t.writes) for t in cpu_graph.tasks]
 
     bad = {
@@ -1325,7 +1338,9 @@ def test_a_system_for_one_device_runs_only_in_builds_on_that_device():
         sim.step()
         sim.reset(torch.tensor([False, True, False, False]))
         np.testing.assert_array_equal(sim.tensor("world", "mark").numpy(), [101, 101, 103, 104])
-        graph = TaskGraph(env.systems, sim.storage.layout, device_is_cpu=False, env_name=env.name)
+        graph = TaskGraph(
+            env.systems, sim.storage.layout, device_is_cpu=False, num_worlds=sim.num_worlds, env_name=env.name
+        )
         # On CUDA the CUDA-only system runs, as its own cuda= variant where it has one.
         assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.RESET] == ["reset_mark_early_return"]
     with pytest.raises(ecs.GraphError, match=r"device must be None, 'cpu' or 'cuda', got 'gpu'"):
@@ -1338,4 +1353,59 @@ def test_a_system_for_one_device_runs_only_in_builds_on_that_device():
             ecs.Phase.RESET,
             dim="world",
             cuda=ecs.System(reset_mark_early_return, ecs.Phase.RESET, dim="world", device="cuda"),
+        )
+
+
+def test_a_system_for_some_world_counts_runs_only_in_simulations_of_those():
+    """``System(min_worlds=, max_worlds=)``: two systems compute one thing in the form that suits a world count (as
+    the solver's "auto" layout on CUDA is a block per world below ``physics.AUTO_WORLD_FROM`` worlds and a thread per
+    world from there); a simulation binds those whose bounds hold its ``num_worlds``, at each edge, in either
+    listing order, and with a device bound too."""
+    from ecs.graph import TaskGraph
+
+    few = ecs.System(reset_mark_nested, ecs.Phase.RESET, dim="world", max_worlds=4)
+    many = ecs.System(reset_mark_far, ecs.Phase.RESET, dim="world", min_worlds=5)
+    assert repr(few) == "System('reset_mark_nested', RESET, 1..4 worlds)"
+    assert repr(many) == "System('reset_mark_far', RESET, 5.. worlds)"
+    assert few.runs_on(True) and many.runs_on(True)  # of some world count
+    assert few.runs_on(True, 4) and not few.runs_on(True, 5) and many.runs_on(True, 5) and not many.runs_on(True, 4)
+    for order in ((few, many), (many, few)):
+        for n, base in ((1, 100), (4, 100), (5, 1000), (9, 1000)):
+            env = _mark_env(reset_mark_nested)
+            env.systems = [*env.systems[:2], *order]
+            sim = ecs.BatchSim(env, n, device="cpu")
+            reset = [t.kernel.key for t in sim.graph.tasks if t.phase == ecs.Phase.RESET]
+            assert reset == ["reset_mark_nested" if base == 100 else "reset_mark_far"], (n, reset)
+            np.testing.assert_array_equal(sim.tensor("world", "mark").numpy(), base + np.arange(n))
+    # Both bounds, and a device: in a CUDA build of 3 worlds only the CUDA system for 2..3 worlds runs.
+    between = ecs.System(reset_mark_far, ecs.Phase.RESET, dim="world", device="cuda", min_worlds=2, max_worlds=3)
+    assert repr(between) == "System('reset_mark_far', RESET, cuda only, 2..3 worlds)"
+    env = _mark_env(reset_mark_nested)
+    env.systems = [*env.systems[:2], ecs.System(reset_mark_nested, ecs.Phase.RESET, dim="world", device="cpu"), between]
+    for n, is_cpu, want in (
+        (3, False, ["reset_mark_far"]),
+        (4, False, []),
+        (1, False, []),
+        (3, True, ["reset_mark_nested"]),
+    ):
+        sim = ecs.BatchSim(env, 3, device="cpu")
+        graph = TaskGraph(env.systems, sim.storage.layout, device_is_cpu=is_cpu, num_worlds=n, env_name=env.name)
+        assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.RESET] == want, (n, is_cpu)
+    bad = {
+        "min_worlds must be None or an int >= 1, got 0": dict(min_worlds=0),
+        "max_worlds must be None or an int >= 1, got 2.5": dict(max_worlds=2.5),
+        "min_worlds must be None or an int >= 1, got True": dict(min_worlds=True),
+        "min_worlds=5 exceeds max_worlds=4, so it would never run; swap them or drop one": dict(
+            min_worlds=5, max_worlds=4
+        ),
+    }
+    for message, bounds in bad.items():
+        with pytest.raises(ecs.GraphError, match=re.escape(message)):
+            ecs.System(reset_mark_nested, ecs.Phase.RESET, dim="world", **bounds)
+    with pytest.raises(ecs.GraphError, match=r"has world bounds of its own \(min_worlds, max_worlds\)"):
+        ecs.System(
+            reset_mark_nested,
+            ecs.Phase.RESET,
+            dim="world",
+            cuda=ecs.System(reset_mark_early_return, ecs.Phase.RESET, dim="world", min_worlds=2),
         )

@@ -382,7 +382,9 @@ def test_the_cache_is_a_config_choice_for_tables_that_fit_it():
     spec = envs.make("hide_and_seek", solver_cache=True, solver_staged=False, max_episode_steps=8)
     sim = ecs.BatchSim(spec, 2, device="cpu", seed=0)
     for is_cpu, key in ((True, "step_bodies"), (False, "step_bodies_block_cached")):
-        graph = TaskGraph(spec.systems, sim.storage.layout, device_is_cpu=is_cpu, env_name=spec.name)
+        graph = TaskGraph(
+            spec.systems, sim.storage.layout, device_is_cpu=is_cpu, num_worlds=sim.num_worlds, env_name=spec.name
+        )
         assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.COLLIDE] == [key]
     # "auto" (the default): the cache on CUDA where the layout is a block's and the tables fit, never on CPU (a
     # block there runs without it), and without complaint where they do not fit.
@@ -432,9 +434,9 @@ def test_solver_fma_false_compiles_every_solver_kernel_without_fused_multiply_ad
 
     def solver_kernels(systems):
         out = []
-        for s in systems:
-            for k in (s.fn, getattr(s.cuda, "fn", None)):
-                if k is not None and solver.is_step_kernel(k) and k is not solver.end_substeps:
+        for s in systems:  # what a CPU build runs, then what a CUDA one does
+            for k in (s.on(is_cpu).fn for is_cpu in (True, False) if s.runs_on(is_cpu)):
+                if solver.is_step_kernel(k) and k is not solver.end_substeps:
                     out.append(k)
         return out
 
@@ -442,9 +444,11 @@ def test_solver_fma_false_compiles_every_solver_kernel_without_fused_multiply_ad
         cfg = dict(solver_layout="auto", solver_staged=staged, solver_cache=cached)
         plain = solver_kernels(physics.systems(PhysicsConfig(**cfg)))
         exact = solver_kernels(physics.systems(PhysicsConfig(**cfg, solver_fma=False)))
-        assert (
-            len(plain) == len(exact) == (2 if not staged else 2 * len(solver.STAGED) * PhysicsConfig().physics_substeps)
-        )
+        # A thread per world on CPU and a block on CUDA; staged without the cache, a thread per world on CUDA too
+        # from physics.AUTO_WORLD_FROM worlds on (the CPU's kernels again).
+        forms = 3 if staged and not cached else 2
+        launches = len(solver.STAGED) * PhysicsConfig().physics_substeps if staged else 1
+        assert len(plain) == len(exact) == forms * launches
         assert all(k.module.options.get("fuse_fp", True) for k in plain)
         assert all(k.module.options["fuse_fp"] is False and k.key.endswith("_nofma") for k in exact)
         assert not {id(k.module) for k in plain} & {id(k.module) for k in exact}
@@ -484,7 +488,9 @@ def test_a_staged_solver_is_four_launches_a_substep():
     assert all(name in profile for name in names)
     auto = envs.make("hide_and_seek", solver_staged=True, solver_cache=False, physics_substeps=2)
     for is_cpu, lanes, key in ((True, None, "step_bodies_solve"), (False, SOLVER_LANES, "step_bodies_solve_block")):
-        graph = TaskGraph(auto.systems, sim.storage.layout, device_is_cpu=is_cpu, env_name=auto.name)
+        graph = TaskGraph(
+            auto.systems, sim.storage.layout, device_is_cpu=is_cpu, num_worlds=sim.num_worlds, env_name=auto.name
+        )
         tasks = [t for t in graph.tasks if t.name.startswith("solver_solve_")]
         assert [(t.system.block_dim, t.kernel.key) for t in tasks] == [(lanes, key)] * 2
     with pytest.raises(ecs.ConfigError, match=r"the staged solver's kernels are timed by the profiler"):
@@ -525,7 +531,7 @@ def test_the_auto_layout_runs_a_thread_per_world_on_cpu_and_a_block_on_cuda():
     layout = sim.storage.layout
     collide = {True: [], False: []}
     for is_cpu in (True, False):
-        graph = TaskGraph(spec.systems, layout, device_is_cpu=is_cpu, env_name=spec.name)
+        graph = TaskGraph(spec.systems, layout, device_is_cpu=is_cpu, num_worlds=sim.num_worlds, env_name=spec.name)
         collide[is_cpu] = [(t.name, t.kernel.key) for t in graph.tasks if t.phase == ecs.Phase.COLLIDE]
     assert collide[True] == [("step_bodies", "step_bodies")]
     substeps = spec.config.physics_substeps
@@ -538,10 +544,10 @@ def test_the_auto_layout_runs_a_thread_per_world_on_cpu_and_a_block_on_cuda():
         ("end_substeps", "end_substeps"),
     ]
     whole = envs.make("hide_and_seek", max_episode_steps=8, solver_staged=False, solver_cache=False)
-    graph = TaskGraph(whole.systems, layout, device_is_cpu=False, env_name=whole.name)
+    graph = TaskGraph(whole.systems, layout, device_is_cpu=False, num_worlds=sim.num_worlds, env_name=whole.name)
     assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.COLLIDE] == ["step_bodies_block"]
     timed = envs.make("hide_and_seek", max_episode_steps=8, solver_timing=True)  # timing counts the whole kernel
-    graph = TaskGraph(timed.systems, layout, device_is_cpu=False, env_name=timed.name)
+    graph = TaskGraph(timed.systems, layout, device_is_cpu=False, num_worlds=sim.num_worlds, env_name=timed.name)
     assert [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.COLLIDE] == ["step_bodies_block_timed_cached"]
     assert [t.name for t in sim.graph.tasks if t.phase == ecs.Phase.COLLIDE] == ["step_bodies"]
     # the same state as a sim built with the thread per world named
@@ -783,11 +789,52 @@ def test_fewer_lanes_per_world_give_a_thread_per_worlds_state(cpu_blocks, lanes,
     assert "table/body/position" in kept
     assert [k for k in kept if not np.array_equal(want[k], got[k])] == []
     # The CUDA build: a warp of 32 // lanes worlds per block, one block per that many worlds (5 worlds: 2 blocks).
-    graph = TaskGraph(spec.systems, sim.storage.layout, device_is_cpu=False, env_name=spec.name)
+    graph = TaskGraph(
+        spec.systems, sim.storage.layout, device_is_cpu=False, num_worlds=sim.num_worlds, env_name=spec.name
+    )
     group = SOLVER_LANES // lanes
     cuda = [t for t in graph.tasks if t.system.block_dim]
     assert {(t.system.block_dim, t.kernel.key.endswith(f"_l{lanes}_g{group}")) for t in cuda} == {(SOLVER_LANES, True)}
     assert {t.system.dim(sim) for t in cuda} == {(5 + group - 1) // group}
+
+
+def test_the_auto_layout_on_cuda_is_a_thread_per_world_staged_from_many_worlds():
+    """On CUDA the default ("auto" layout, staging and cache) runs the block staged and cached below
+    ``physics.AUTO_WORLD_FROM`` worlds and a thread per world staged from there on, each substep's four kernels in
+    the same order; the CPU build runs the whole kernel at every count. A choice that pins the block (the layout,
+    the cache, the whole kernel, timing, fewer lanes) keeps it at every count."""
+    from ecs.graph import TaskGraph
+
+    edge = physics.AUTO_WORLD_FROM
+    spec = envs.make("hide_and_seek", max_episode_steps=8, physics_substeps=2)
+    layout = ecs.BatchSim(spec, 2, device="cpu", seed=0).storage.layout
+
+    def collide(spec: ecs.EnvSpec, is_cpu: bool, n: int) -> list[str]:
+        graph = TaskGraph(spec.systems, layout, device_is_cpu=is_cpu, num_worlds=n, env_name=spec.name)
+        return [t.kernel.key for t in graph.tasks if t.phase == ecs.Phase.COLLIDE]
+
+    def staged(suffix: str) -> list[str]:
+        return [*(f"step_bodies_{stage}{suffix}" for _ in range(2) for stage in solver.STAGED), "end_substeps"]
+
+    for n in (1, 2, edge - 1, edge, edge + 1, 4 * edge):
+        assert collide(spec, True, n) == ["step_bodies"], n
+        assert collide(spec, False, n) == staged("_block_cached" if n < edge else ""), n
+    # Staged without the cache named: the block below the edge, a thread per world from it.
+    uncached = envs.make("hide_and_seek", max_episode_steps=8, physics_substeps=2, solver_cache=False)
+    assert [collide(uncached, False, n) for n in (edge - 1, edge)] == [staged("_block"), staged("")]
+    assert collide(uncached, True, edge) == ["step_bodies"]
+    pinned = {
+        "block": (dict(solver_layout="block"), staged("_block_cached"), ["step_bodies_block"]),
+        "cached": (dict(solver_cache=True), staged("_block_cached"), ["step_bodies"]),
+        "whole": (dict(solver_staged=False), ["step_bodies_block_cached"], ["step_bodies"]),
+        "timed": (dict(solver_timing=True), ["step_bodies_block_timed_cached"], ["step_bodies_timed"]),
+        "8 lanes": (dict(solver_lanes=8), staged("_block_l8_g4"), ["step_bodies"]),
+    }
+    for name, (fields, cuda, cpu) in pinned.items():
+        pinned_spec = envs.make("hide_and_seek", max_episode_steps=8, physics_substeps=2, **fields)
+        for n in (edge - 1, edge, 4 * edge):
+            assert collide(pinned_spec, False, n) == cuda, (name, n)
+            assert collide(pinned_spec, True, n) == cpu, (name, n)
 
 
 def test_solver_lanes_is_checked_and_leaves_the_cache_off():
