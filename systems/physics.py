@@ -62,8 +62,9 @@ wp.set_module_options({"enable_backward": False})
 # slower than whole (256 worlds, one process side by side). PhysicsConfig.solver_cache "auto" (the default) keeps
 # the block's cache on CUDA wherever the tables fit it (1.1x again at 1,024 worlds staged, 1.2x whole), not on CPU.
 SOLVER_LAYOUTS = ("auto", "world", "block")
-# "auto" on CUDA from this many worlds (a process's num_worlds) on, where the CUDA build is staged and not forced to
-# keep the cache: a thread per world, staged, in place of the block staged and cached. Once the worlds outnumber
+# PhysicsConfig.solver_world_from's default: "auto" on CUDA from this many worlds (a process's num_worlds) on, where
+# the CUDA build is staged and not forced to keep the cache, runs a thread per world, staged, in place of the block
+# staged and cached. Once the worlds outnumber
 # the blocks a GPU holds at once, a thread per world wastes no lanes on a world's serial parts: on an H200
 # (results/gpu/h200-2026-11-27) it ran hide-and-seek 1.16x as fast at 262,144 worlds (266k against 229k env steps/s)
 # and held 265k to a million worlds, where on an H100 at 65,536 the two were even (180k and 184k) and at 16,384 the
@@ -100,8 +101,11 @@ class PhysicsConfig:
     max_contacts: int = 256  # contacts per world
     max_joints: int = 4  # fixed joints per world
     # "world": step_bodies, a thread per world; "block": step_bodies_block, solver.SOLVER_LANES lanes per world;
-    # "auto": "world" on CPU, "block" on CUDA, and "world" staged on CUDA from AUTO_WORLD_FROM worlds on
+    # "auto": "world" on CPU, "block" on CUDA, and "world" staged on CUDA from solver_world_from worlds on
     solver_layout: str = "auto"
+    # The "auto" layout's CUDA build (staged, not forced to keep the cache): a thread per world in simulations of at
+    # least this many worlds (a process's num_worlds), a block per world below (AUTO_WORLD_FROM).
+    solver_world_from: int = AUTO_WORLD_FROM
     # The solver of solver_layout as four kernels per substep (solver.STAGED: collide, prepare,
     # solve, velocity), each holding less than the whole kernel, and end_substeps; the profiler times each. The same
     # results.
@@ -135,7 +139,15 @@ class PhysicsConfig:
                 raise ecs.ConfigError(f"{name} must be a finite number >= 0, got {getattr(self, name)}")
         if not math.isfinite(self.gravity):
             raise ecs.ConfigError(f"gravity must be finite, got {self.gravity}")
-        for name in ("physics_substeps", "contact_passes", "max_bodies", "max_pairs", "max_contacts", "max_joints"):
+        for name in (
+            "physics_substeps",
+            "contact_passes",
+            "max_bodies",
+            "max_pairs",
+            "max_contacts",
+            "max_joints",
+            "solver_world_from",
+        ):
             if (
                 isinstance(getattr(self, name), bool)
                 or not isinstance(getattr(self, name), int)
@@ -242,6 +254,7 @@ def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
             cached=cfg.solver_cache,
             fma=cfg.solver_fma,
             lanes=cfg.solver_lanes,
+            world_from=cfg.solver_world_from,
             substeps=cfg.physics_substeps,
             max_bodies=cfg.max_bodies,
             max_contacts=cfg.max_contacts,
@@ -269,6 +282,7 @@ def solver_systems(
     max_bodies: int | None = None,
     max_contacts: int | None = None,
     lanes: int = solver.SOLVER_LANES,
+    world_from: int = AUTO_WORLD_FROM,
 ) -> list[ecs.System]:
     """The solver's systems: ``[solver_system(...)]``, or with ``staged`` the kernels of
     ``solver.STAGED`` for each of ``substeps`` substeps in ``layout`` (a thread or a block of ``solver.SOLVER_LANES``
@@ -283,8 +297,11 @@ def solver_systems(
     ``PhysicsConfig.solver_lanes``): below ``solver.SOLVER_LANES`` a CUDA block (a warp) holds several worlds, a
     CPU block one; the two builds then have systems of their own (the cache needs a block per world). The "auto"
     layout of 32 lanes, where the CUDA build is staged and ``cached`` is not True, runs on CUDA as a thread per world
-    staged (no cache) in simulations of ``AUTO_WORLD_FROM`` worlds or more (``ecs.System.min_worlds``)."""
+    staged (no cache) in simulations of ``world_from`` worlds or more (``ecs.System.min_worlds``;
+    ``PhysicsConfig.solver_world_from``)."""
     _check_solver_choice(layout, registers)
+    if isinstance(world_from, bool) or not isinstance(world_from, int) or world_from < 1:
+        raise ecs.ConfigError(f"world_from must be an int >= 1 (worlds; solver_world_from), got {world_from!r}")
     sizes = dict(registers=registers, timed=timed, fma=fma, substeps=substeps, max_bodies=max_bodies)
     sizes |= dict(max_contacts=max_contacts)
     # The CUDA build staged (staged True, or "auto" and not timed) may be a thread per world's at many worlds.
@@ -292,10 +309,11 @@ def solver_systems(
     if layout == "auto" and lanes == solver.SOLVER_LANES and cached is not True and cuda_staged:
         few = _solver_systems(layout, staged, cached, lanes, sizes)
         many = _solver_systems("world", True, False, lanes, sizes)
+        below = [] if world_from == 1 else [s for s in few if s.runs_on(False)]  # 1: a thread per world at any count
         return [
             *(_for_device(s, "cpu") for s in few if s.runs_on(True)),
-            *(_for_device(s, "cuda", max_worlds=AUTO_WORLD_FROM - 1) for s in few if s.runs_on(False)),
-            *(_for_device(s, "cuda", min_worlds=AUTO_WORLD_FROM) for s in many),
+            *(_for_device(s, "cuda", max_worlds=world_from - 1) for s in below),
+            *(_for_device(s, "cuda", min_worlds=world_from) for s in many),
         ]
     return _solver_systems(layout, staged, cached, lanes, sizes)
 

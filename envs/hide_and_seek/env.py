@@ -178,6 +178,8 @@ class HideAndSeekConfig:
     # The solver a thread per world ("world"), 32 lanes per world ("block"), or "auto": "world" on CPU and "block"
     # on CUDA, "world" staged on CUDA from physics.AUTO_WORLD_FROM (262,144) worlds (the same results)
     solver_layout: str = "auto"
+    # With solver_layout "auto" on CUDA: a thread per world, staged, from this many worlds on (a block per world below)
+    solver_world_from: int = physics.AUTO_WORLD_FROM
     solver_registers: int | None = None  # CUDA: the solver's registers per thread capped (32..255; same results)
     solver_timing: bool = False  # count each solver stage's clock cycles in world.solver_cycles (same results)
     # The solver as four kernels a substep (PhysicsConfig.solver_staged; the same results): true, false or "auto",
@@ -249,6 +251,10 @@ class HideAndSeekConfig:
                 f"'block' and at most {solver.CACHE_BODIES} bodies (the floor, max_walls, max_boxes, {NUM_RAMPS} ramps "
                 f"and {NUM_AGENTS} agents: {bodies}); got solver_layout={self.solver_layout!r}"
             )
+        if isinstance(self.solver_world_from, bool) or not isinstance(self.solver_world_from, int):
+            raise ValueError(f"solver_world_from must be an int >= 1 (worlds), got {self.solver_world_from!r}")
+        if self.solver_world_from < 1:
+            raise ValueError(f"solver_world_from must be an int >= 1 (worlds), got {self.solver_world_from!r}")
         if isinstance(self.solver_lanes, bool) or self.solver_lanes not in solver.LANE_CHOICES:
             raise ValueError(f"solver_lanes must be one of {list(solver.LANE_CHOICES)}, got {self.solver_lanes!r}")
         if self.solver_lanes != solver.SOLVER_LANES and self.solver_cache is True:
@@ -589,6 +595,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         max_contacts=256,
         max_joints=NUM_AGENTS,
         solver_layout=cfg.solver_layout,
+        solver_world_from=cfg.solver_world_from,
         solver_registers=cfg.solver_registers,
         solver_timing=cfg.solver_timing,
         solver_staged=cfg.solver_staged,

@@ -802,7 +802,7 @@ def test_the_auto_layout_on_cuda_is_a_thread_per_world_staged_from_many_worlds()
     """On CUDA the default ("auto" layout, staging and cache) runs the block staged and cached below
     ``physics.AUTO_WORLD_FROM`` worlds and a thread per world staged from there on, each substep's four kernels in
     the same order; the CPU build runs the whole kernel at every count. A choice that pins the block (the layout,
-    the cache, the whole kernel, timing, fewer lanes) keeps it at every count."""
+    the cache, the whole kernel, timing, fewer lanes) keeps it at every count; ``solver_world_from`` moves the edge."""
     from ecs.graph import TaskGraph
 
     edge = physics.AUTO_WORLD_FROM
@@ -835,6 +835,19 @@ def test_the_auto_layout_on_cuda_is_a_thread_per_world_staged_from_many_worlds()
         for n in (edge - 1, edge, 4 * edge):
             assert collide(pinned_spec, False, n) == cuda, (name, n)
             assert collide(pinned_spec, True, n) == cpu, (name, n)
+    # The edge is a config field (solver_world_from); at 1 a thread per world at every count.
+    for world_from, thread_from in ((4, 4), (1, 1), (edge * 2, edge * 2)):
+        moved = envs.make("hide_and_seek", max_episode_steps=8, physics_substeps=2, solver_world_from=world_from)
+        for n in (1, 3, 4, 5, edge, edge * 2):
+            assert collide(moved, False, n) == staged("" if n >= thread_from else "_block_cached"), (world_from, n)
+            assert collide(moved, True, n) == ["step_bodies"], (world_from, n)
+    for bad in (0, -5, 2.5, True, "many"):
+        with pytest.raises(ecs.ConfigError, match=r"solver_world_from must be an int >= 1"):
+            PhysicsConfig(solver_world_from=bad)
+        with pytest.raises(ValueError, match=r"solver_world_from must be an int"):
+            envs.make("hide_and_seek", solver_world_from=bad)
+    with pytest.raises(ecs.ConfigError, match=r"world_from must be an int >= 1"):
+        physics.solver_systems("auto", staged=True, world_from=0)
 
 
 def test_solver_lanes_is_checked_and_leaves_the_cache_off():
