@@ -199,6 +199,40 @@ def config_dict(cfg: Any) -> Any:
     return cfg
 
 
+def config_problem(saved: Any, cfg: Any) -> str | None:
+    """Why a state saved with the config ``saved`` (``config_dict`` of it) cannot load into a simulation built
+    with ``cfg``, or None: the two are equal, or ``cfg`` (a dataclass) has fields that ``saved`` lacks, each at its
+    default (fields added to the env since the state was saved, left as they were)."""
+    mine = config_dict(cfg)
+    if saved == mine:
+        return None
+    if not (dataclasses.is_dataclass(cfg) and isinstance(saved, Mapping) and isinstance(mine, dict)):
+        return f"state dict was saved with a different env config (saved: {saved!r})"
+    problems = [f"{k}={saved[k]!r} there, {mine[k]!r} here" for k in mine if k in saved and saved[k] != mine[k]]
+    problems += [f"{k} (saved, not a field of this env's config)" for k in saved if k not in mine]
+    for f in dataclasses.fields(cfg):
+        if f.name in saved:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = config_dict(f.default) if dataclasses.is_dataclass(f.default) else _plain(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            made = f.default_factory()
+            default = config_dict(made) if dataclasses.is_dataclass(made) else _plain(made)
+        else:
+            problems.append(f"{f.name} (not in the saved config, and without a default)")
+            continue
+        if mine[f.name] != default:
+            problems.append(
+                f"{f.name}={mine[f.name]!r} here, not in the saved config (load it at the default {default!r})"
+            )
+    if not problems:
+        return None
+    return (
+        f"state dict was saved with a different env config: {'; '.join(problems)}. Build the BatchSim with the "
+        "config it was saved with"
+    )
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
@@ -238,11 +272,9 @@ def restore(storage: Storage, state: Mapping[str, Any]) -> tuple[int, int]:
             raise StateDictError(
                 f"state dict is for {field}={state.get(field)!r}, this simulation has {field}={mine!r}"
             )
-    if state.get("config") != config_dict(env.config):
-        raise StateDictError(
-            "state dict was saved with a different env config; build the BatchSim with the same config "
-            f"(saved: {state.get('config')!r})"
-        )
+    problem = config_problem(state.get("config"), env.config)
+    if problem:
+        raise StateDictError(problem)
     seed, world_offset = state.get("seed"), state.get("world_offset")
     for label, value in (("seed", seed), ("world_offset", world_offset)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**31:

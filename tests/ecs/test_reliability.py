@@ -90,6 +90,57 @@ def test_load_refuses_bad_files_and_changes_nothing(tmp_path):
     assert _digest(sim) == digest
 
 
+def test_a_state_saved_before_a_config_field_existed_loads_where_the_field_is_at_its_default(tmp_path):
+    """A config field added to an env after a state was saved (hide-and-seek's ``solver_world_from``, say): the state
+    loads where the field is at its default, and the sim then steps on as the one it was saved from; otherwise, and
+    for a value that differs or a field the env no longer has, it is refused with what differs, changing nothing."""
+    saver = ecs.BatchSim(envs.make("cartpole"), 4, device="cpu", seed=3)
+    _drive(saver, 7, seed=1)
+    state = saver.state_dict()
+    old = dict(state, config={k: v for k, v in state["config"].items() if k != "force_mag"})  # before force_mag
+    sim = ecs.BatchSim(envs.make("cartpole"), 4, device="cpu", seed=9)
+    sim.load_state_dict(old)
+    assert _digest(sim) == _digest(saver)
+    _drive(sim, 5, seed=2)
+    _drive(saver, 5, seed=2)
+    assert _digest(sim) == _digest(saver)
+    # Saved to a file and read back (the config through JSON), the same.
+    path = tmp_path / "old.npz"
+    saver.save(path)
+    stored = ecs.checkpoint.load_state(path)
+    del stored["config"]["force_mag"]
+    again = ecs.BatchSim(envs.make("cartpole"), 4, device="cpu", seed=9)
+    again.load_state_dict(stored)
+    assert _digest(again) == _digest(saver)
+
+    pushed = ecs.BatchSim(envs.make("cartpole", force_mag=5.0), 4, device="cpu")
+    digest = _digest(pushed)
+    refused = {
+        r"force_mag=5.0 here, not in the saved config \(load it at the default 10.0\)": old,
+        r"force_mag=10.0 there, 5.0 here": state,
+        r"gust \(saved, not a field of this env's config\)": dict(state, config={**state["config"], "gust": 1.0}),
+    }
+    for message, saved in refused.items():
+        target = pushed if "gust" not in message else sim
+        before = _digest(target)
+        with pytest.raises(ecs.StateDictError, match=r"different env config: .*" + message):
+            target.load_state_dict(saved)
+        assert _digest(target) == before
+    assert _digest(pushed) == digest
+    # Hide-and-seek's state as the commit before solver_world_from saved it.
+    hs = ecs.BatchSim(envs.make("hide_and_seek", max_episode_steps=12), 2, device="cpu", seed=4)
+    for _ in range(3):
+        hs.step()
+    hs_state = hs.state_dict()
+    hs_state["config"].pop("solver_world_from")
+    fresh = ecs.BatchSim(envs.make("hide_and_seek", max_episode_steps=12), 2, device="cpu", seed=8)
+    fresh.load_state_dict(hs_state)
+    assert _digest(fresh) == _digest(hs)
+    moved = ecs.BatchSim(envs.make("hide_and_seek", max_episode_steps=12, solver_world_from=4), 2, device="cpu")
+    with pytest.raises(ecs.StateDictError, match=r"solver_world_from=4 here, not in the saved config"):
+        moved.load_state_dict(hs_state)
+
+
 _SCRIPT = textwrap.dedent(
     """
     import hashlib, sys
