@@ -161,8 +161,24 @@ def _cmd_dist_bench(args: argparse.Namespace) -> None:
 
 
 def _cmd_graph(args: argparse.Namespace) -> None:
-    sim = _build(args, 1, capture=False)
-    print(sim.graph)
+    from .graph import TaskGraph
+
+    sim = _build(args, 1, capture=False)  # the tables' layout
+    build = args.build or ("cpu" if sim.device == "cpu" else "cuda")
+    if build == ("cpu" if sim.device == "cpu" else "cuda") and args.num_worlds == 1:
+        print(sim.graph)
+        return
+    # The graph that a simulation of --num-worlds built on that kind of device binds (the systems of a device or
+    # of some world counts only), without one.
+    graph = TaskGraph(
+        sim.env.systems,
+        sim.storage.layout,
+        device_is_cpu=build == "cpu",
+        num_worlds=args.num_worlds,
+        env_name=sim.env.name,
+    )
+    worlds = f"{args.num_worlds:,} world" + "s" * (args.num_worlds != 1)
+    print(f"{graph}\n(as a {build.upper()} build of {worlds} binds it)")
 
 
 def _positive(text: str) -> int:
@@ -198,7 +214,20 @@ def _parser() -> argparse.ArgumentParser:
     bench = env_command("bench", "world-steps per second of the captured step", worlds=4096, steps=1000)
     bench.add_argument("--repeats", type=_positive, default=5, help="timed windows; the median counts (default 5)")
     bench.set_defaults(fn=_cmd_bench)
-    env_command("graph", "print the task graph", worlds=None, steps=None).set_defaults(fn=_cmd_graph)
+    graph = env_command("graph", "print the task graph", worlds=None, steps=None)
+    graph.add_argument(
+        "--num-worlds",
+        type=_positive,
+        default=1,
+        help="the graph of a simulation of this many worlds (systems may run only at some counts; default 1)",
+    )
+    graph.add_argument(
+        "--build",
+        choices=("cpu", "cuda"),
+        default=None,
+        help="the graph of a build on this kind of device, shown from any machine (default: --device's kind)",
+    )
+    graph.set_defaults(fn=_cmd_graph)
     dist = env_command(
         "dist-bench", "world-steps per second on every rank of a torchrun launch", worlds=4096, steps=1000
     )

@@ -445,7 +445,12 @@ class TaskGraph:
             for t in self.order(phase):
                 deps = sorted(self.edges[t.index])
                 after = f" after {', '.join(f'[{d}]' for d in deps)}" if deps else ""
-                lines.append(f"    [{t.index}] {t.name} ({t.dim if isinstance(t.dim, str) else 'custom'}){after}")
+                shape = t.dim if isinstance(t.dim, str) else "custom"
+                if not t.system.is_func and t.kernel.key != t.name:  # a raw kernel under another name
+                    shape += f", kernel {t.kernel.key}"
+                if t.system.block_dim:
+                    shape += f", blocks of {t.system.block_dim}"
+                lines.append(f"    [{t.index}] {t.name} ({shape}){after}")
                 if t.reads:
                     lines.append(f"        reads:  {', '.join(sorted(_key_str(k) for k in t.reads))}")
                 if t.writes:

@@ -138,6 +138,27 @@ def test_cli_graph() -> None:
     assert "step_cartpole" in out and "writes: world.reward, world.terminated" in out
 
 
+def test_cli_graph_of_a_cuda_build_at_a_world_count() -> None:
+    """``graph --build cuda --num-worlds N`` shows from a CPU machine what a CUDA build of N worlds binds: hide-and-
+    seek's solver a block of 32 lanes per world, staged and cached, below ``solver_world_from``, a thread per world
+    staged from there; the CPU build the whole kernel, named where its kernel has another name."""
+    from systems.physics import AUTO_WORLD_FROM
+
+    def solver_lines(*args: str) -> list[str]:
+        out = run("-m", "ecs", "graph", "hide_and_seek", "--device", "cpu", *args).stdout
+        return [line.strip() for line in out.splitlines() if "solver_collide_0 " in line or "step_bodies " in line]
+
+    block = solver_lines("--build", "cuda", "--num-worlds", str(AUTO_WORLD_FROM - 1))
+    assert block == ["[2] solver_collide_0 (world, kernel step_bodies_collide_block_cached, blocks of 32)"], block
+    thread = solver_lines("--build", "cuda", "--num-worlds", str(AUTO_WORLD_FROM))
+    assert thread == ["[2] solver_collide_0 (world, kernel step_bodies_collide)"], thread
+    assert solver_lines() == solver_lines("--build", "cpu", "--num-worlds", "5") == ["[2] step_bodies (world)"]
+    out = run("-m", "ecs", "graph", "hide_and_seek", "--device", "cpu", "--build", "cuda").stdout
+    assert out.rstrip().endswith("(as a CUDA build of 1 world binds it)")
+    proc = run("-m", "ecs", "graph", "cartpole", "--build", "tpu", returncode=2)
+    assert "invalid choice: 'tpu'" in proc.stderr
+
+
 def test_cli_unknown_env_is_a_clean_error() -> None:
     proc = run("-m", "ecs", "graph", "no_such_env", returncode=1)
     assert "error: unknown environment 'no_such_env'" in proc.stderr
