@@ -450,6 +450,9 @@ def _hs_rate(args: argparse.Namespace, row: dict, label: str, steps: int, repeat
         _say(f"{label}: {row['error']}")
         return
     _say(f"{label}: built in {time.perf_counter() - t0:.1f} s")
+    # The solver's form at this count (the "auto" layout's CUDA build turns at solver_world_from): its solve kernel.
+    solves = [t.kernel.key for t in sim.graph.tasks if t.name.startswith(("solver_solve_", "step_bodies"))]
+    row["solver_kernel"] = solves[0] if solves else None
     gen = torch.Generator().manual_seed(1)
     for key, value in _random_actions(sim, gen).items():
         sim.actions[key].copy_(value)
@@ -944,6 +947,10 @@ def _write(out: str, report: dict) -> None:
         result = entry.get("result", {})
         if name == "hide_and_seek" and "throughput" in result:
             lines += _rate_table(result["throughput"], "wide_sensors", "wide sensors")
+            kernels = {r["num_worlds"]: r["solver_kernel"] for r in result["throughput"] if r.get("solver_kernel")}
+            if kernels:
+                forms = ", ".join(f"{n:,} worlds `{k}`" for n, k in sorted(kernels.items()))
+                lines += ["", f"The solver's solve kernel at each count: {forms}."]
             budgets = [r for r in result.get("budgets", []) if "env_steps_per_s" in r]
             if budgets:
                 lines += [

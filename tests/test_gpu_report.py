@@ -39,6 +39,8 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert identity["hide_and_seek"]["episodes_begun"] >= 2 * identity["hide_and_seek"]["num_worlds"]  # resets ran
     rows = report["stages"]["hide_and_seek"]["result"]["throughput"]
     assert {r["wide_sensors"] for r in rows} == {True, False} and all(r["env_steps_per_s"] > 0 for r in rows)
+    assert {r["solver_kernel"] for r in rows} == {"step_bodies_solve"}  # staged, a thread per world on CPU
+    assert "The solver's solve kernel at each count: 4 worlds `step_bodies_solve`" in (out / "report.md").read_text()
     assert report["stages"]["hide_and_seek"]["result"]["config"] == {"solver_staged": True}
     assert "solver_collide_0" in report["stages"]["hide_and_seek"]["result"]["profile"]
     budgets = report["stages"]["hide_and_seek"]["result"]["budgets"]
