@@ -254,21 +254,22 @@ def stage_solver(args: argparse.Namespace) -> dict:
     # each kernel differently, so states with FMA agree across layouts only to rounding (on an H100, 2026-11-27, no
     # two layouts gave the same bits after 5 steps); without, each must equal a thread per world's bit for bit, which
     # shows the layouts compute the same thing on the GPU (no race between lanes, no stale cache row). The fastest
-    # form (staged and cached) without FMA at 16k and 64k, then with FMA at every count, prices it. Then the rest
+    # form (staged and cached) without FMA at 16k and 64k, then with FMA at every count, prices it, and a thread per
+    # world staged (the CUDA default from solver_world_from worlds) at 16k..256k right after it. Then the rest
     # with FMA, the default: staged (solver_staged: four kernels a substep, solver.STAGED) without the cache; the
     # block whole with and without its cache (solver_cache: a world's poses, velocities and contact rows in use in
     # 23 KB of the block's shared memory) at every count; where the block's time goes (its stage shares, and the
     # staged launches profiled, at 1k and 16k); a thread per world at the smallest count (on an H100 12x slower than
-    # the block whole, results/gpu/h100-2026-11-26), staged at 16k..256k, where it fills a GPU (on an H200 it passed
-    # the block staged and cached at 256k, results/gpu/h200-2026-11-27), and so with the tables interleaved
+    # the block whole, results/gpu/h100-2026-11-26), and staged (where it fills a GPU: on an H200 it passed the block
+    # staged and cached at 256k, results/gpu/h200-2026-11-27) with the tables interleaved
     # (BatchSim(interleave_worlds=True): a warp's threads, each a world, read adjacent addresses) at 64k and 256k;
     # the whole kernels only at 1k and 16k, to compare with the campaigns before the solver's code shrank (one copy of
     # the contact solve where there were four); no longer the block interleaved (as fast as without on an H100,
     # 2026-11-27) nor capped at 128 registers (slower on an H100 and an H200): results/gpu/.
     # The block of 8 and of 4 lanes per world (solver_lanes: a warp of 4 or 8 worlds on CUDA, so an SM keeps 4 or 8
     # times the worlds at once), staged without the cache, checked without FMA and timed with it after the default.
-    # The two forms that the "auto" layout picks between on CUDA (physics.AUTO_WORLD_FROM) also at 131,072 worlds,
-    # between the counts where they ran even and where a thread per world led.
+    # The two forms that the "auto" layout picks between on CUDA (physics.AUTO_WORLD_FROM) one after the other, and
+    # also at 131,072 worlds, between the counts where they ran even and where a thread per world led.
     decide = counts if args.quick else [*counts[:3], 131072, *counts[3:]]
     # (layout, registers per thread, worlds interleaved, staged, cached, fma, lanes per world, world counts)
     variants = [
@@ -281,13 +282,13 @@ def stage_solver(args: argparse.Namespace) -> dict:
         ("world", None, False, True, False, False, 32, counts[:1]),
         ("block", None, False, True, True, False, 32, counts[:3]),
         ("block", None, False, True, True, True, 32, decide),
+        ("world", None, False, True, False, True, 32, decide[1:] or decide),
         ("block", None, False, True, False, True, 8, counts),
         ("block", None, False, True, False, True, 4, counts),
         ("block", None, False, True, False, True, 32, counts[:3]),
         ("block", None, False, False, False, True, 32, counts[:2]),
         ("block", None, False, False, True, True, 32, counts[:2]),
         ("world", None, False, False, False, True, 32, counts[:1]),
-        ("world", None, False, True, False, True, 32, decide[1:] or decide),
         ("world", None, True, True, False, True, 32, counts[2:] or counts),
     ]
     if args.quick:  # on CPU every kernel without FMA is another compile: the whole ones only; 8 lanes, not 4

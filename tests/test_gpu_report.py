@@ -72,12 +72,12 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
         "world, no FMA",
         "block, no FMA",
         "block, staged, cached",
+        "world, staged",
         "block, staged, 8 lanes",
         "block, staged",
         "block",
         "block, cached",
         "world",
-        "world, staged",
         "world, interleaved, staged",
     ]
     labels = [r["layout"] for r in solver["rows"] if r["layout"] not in ("world, no FMA", "world")]
