@@ -74,6 +74,20 @@ def reset_mark_far(world_reset_in: wp.array(dtype=wp.int32), world_mark_out: wp.
         world_mark_out[world] = 1000 + world
 
 
+@ecs.system(ecs.Phase.RESET, dim="world", max_worlds=4)
+@wp.kernel
+def reset_mark_decorated(world_reset_in: wp.array(dtype=wp.int32), world_mark_out: wp.array(dtype=wp.int32)):
+    world = wp.tid()
+    if world_reset_in[world] != 0:
+        world_mark_out[world] = 200 + world
+
+
+@ecs.system(ecs.Phase.PHYSICS, name="count_mark_by_ten")
+@wp.func
+def count_mark_ten(world_mark_out: wp.int32):
+    return world_mark_out + 10
+
+
 @wp.kernel
 def reset_mark_late_gate(world_reset_in: wp.array(dtype=wp.int32), world_mark_out: wp.array(dtype=wp.int32)):
     world = wp.tid()
@@ -1409,3 +1423,29 @@ def test_a_system_for_some_world_counts_runs_only_in_simulations_of_those():
             dim="world",
             cuda=ecs.System(reset_mark_early_return, ecs.Phase.RESET, dim="world", min_worlds=2),
         )
+
+
+def test_the_system_decorator_makes_the_system_its_keywords_describe():
+    """``@ecs.system(phase, **keywords)`` above ``@wp.kernel`` or ``@wp.func`` is ``ecs.System(fn, phase, **keywords)``:
+    the decorated name holds the system, which runs as one made directly would, world bounds and name included; a
+    bad keyword is refused when the decorator is applied."""
+    assert isinstance(reset_mark_decorated, ecs.System) and isinstance(count_mark_ten, ecs.System)
+    assert repr(reset_mark_decorated) == "System('reset_mark_decorated', RESET, 1..4 worlds)"
+    assert (count_mark_ten.name, count_mark_ten.is_func) == ("count_mark_by_ten", True)
+    for n, base in ((3, 200), (5, None)):
+        env = _mark_env(reset_mark_nested)
+        env.systems = [count_mark_ten, env.systems[1], reset_mark_decorated]
+        sim = ecs.BatchSim(env, n, device="cpu")
+        assert [t.name for t in sim.graph.tasks] == ["count_mark_by_ten", "judge_stop"] + ["reset_mark_decorated"] * (
+            base is not None
+        )
+        mark = sim.tensor("world", "mark")
+        start = mark.numpy().copy()
+        if base is not None:
+            np.testing.assert_array_equal(start, base + np.arange(n))
+        sim.step()
+        np.testing.assert_array_equal(mark.numpy(), start + 10)
+    with pytest.raises(ecs.GraphError, match=r"dim must be 'entity', 'world' or a callable, got 'row'"):
+        ecs.system(ecs.Phase.RESET, dim="row")(reset_mark_nested)
+    with pytest.raises(ecs.GraphError, match=r"max_worlds must be None or an int >= 1, got 0"):
+        ecs.system(ecs.Phase.RESET, dim="world", max_worlds=0)(reset_mark_nested)
