@@ -164,8 +164,9 @@ def _cmd_graph(args: argparse.Namespace) -> None:
     from .graph import TaskGraph
 
     sim = _build(args, 1, capture=False)  # the tables' layout
-    build = args.build or ("cpu" if sim.device == "cpu" else "cuda")
-    if build == ("cpu" if sim.device == "cpu" else "cuda") and args.num_worlds == 1:
+    native = "cpu" if sim.device == "cpu" else "cuda"
+    build = args.build or native
+    if build == native and args.num_worlds == 1:
         print(sim.graph)
         return
     # The graph that a simulation of --num-worlds built on that kind of device binds (the systems of a device or

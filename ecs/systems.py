@@ -376,20 +376,10 @@ def _check_cuda_variant(system: System, cuda: Any) -> None:
         )
 
 
-def system(
-    phase: Phase,
-    *,
-    name: str | None = None,
-    dim: Any = None,
-    world_local: bool = False,
-    block_dim: int | None = None,
-    cuda: System | None = None,
-    device: str | None = None,
-    min_worlds: int | None = None,
-    max_worlds: int | None = None,
-) -> Callable[[Any], System]:
-    """Decorator form of ``System``, with its keywords: put it above ``@wp.kernel`` or ``@wp.func``; the name then
-    holds the ``System``.
+def system(phase: Phase, **options: Any) -> Callable[[Any], System]:
+    """Decorator form of ``System``, with its keywords (``name``, ``dim``, ``world_local``, ``block_dim``, ``cuda``,
+    ``device``, ``min_worlds``, ``max_worlds``): put it above ``@wp.kernel`` or ``@wp.func``; the name then holds the
+    ``System``.
 
     ```python
     @ecs.system(ecs.Phase.PHYSICS, dim="world", world_local=True)
@@ -397,8 +387,6 @@ def system(
     def integrate(world_dt_in: wp.array[float], ...): ...
     ```
     """
-    options = dict(name=name, dim=dim, world_local=world_local, block_dim=block_dim, cuda=cuda, device=device)
-    options |= dict(min_worlds=min_worlds, max_worlds=max_worlds)
 
     def wrap(fn: Any) -> System:
         return System(fn, phase, **options)

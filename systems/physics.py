@@ -64,11 +64,12 @@ wp.set_module_options({"enable_backward": False})
 SOLVER_LAYOUTS = ("auto", "world", "block")
 # PhysicsConfig.solver_world_from's default: "auto" on CUDA from this many worlds (a process's num_worlds) on, where
 # the CUDA build is staged and not forced to keep the cache, runs a thread per world, staged, in place of the block
-# staged and cached. Once the worlds outnumber
-# the blocks a GPU holds at once, a thread per world wastes no lanes on a world's serial parts: on an H200
-# (results/gpu/h200-2026-11-27) it ran hide-and-seek 1.16x as fast at 262,144 worlds (266k against 229k env steps/s)
-# and held 265k to a million worlds, where on an H100 at 65,536 the two were even (180k and 184k) and at 16,384 the
-# block ran 1.6x as fast.
+# staged and cached. Once the worlds outnumber the blocks a GPU holds at once, a thread per world wastes no lanes on
+# a world's serial parts: on an H200 (results/gpu/h200-2026-11-27) it ran hide-and-seek 1.16x as fast at 262,144
+# worlds (266k against 229k env steps/s) and held 265k to a million worlds, where on an H100 at 65,536 the two were
+# even (180k and 184k) and at 16,384 the block ran 1.6x as fast. Those timings predate the ranked last pass and
+# sleeping bodies (a thread per world's solve stage now spills, results/gpu/registers-sm90.md): gpu-report's solver
+# stage times both forms again, at 131,072 worlds too.
 AUTO_WORLD_FROM = 262_144
 
 

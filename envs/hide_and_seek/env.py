@@ -54,7 +54,8 @@ COLLIDE ``step_bodies``; REWARD ``reward_teams``, ``track_episode_stats``; RESET
 ``wide_sensors`` False, lidar, visibility and reach run as ``cast_lidar``, ``observe_visibility`` and
 ``find_reach_targets``, a thread per agent; with
 ``solver_layout`` "block", and on CUDA with the default "auto" below 262,144 worlds, the solver runs as
-``step_bodies_block``, 32 lanes per world; with ``solver_staged``, as four kernels a substep, ``solver_<stage>_<substep>``, and ``end_substeps``;
+``step_bodies_block``, 32 lanes per world; with ``solver_staged``, as four kernels a substep,
+``solver_<stage>_<substep>``, and ``end_substeps``;
 ``solver_cache`` keeps what the solver rewrites in a block's shared memory.)
 """
 
@@ -251,9 +252,8 @@ class HideAndSeekConfig:
                 f"'block' and at most {solver.CACHE_BODIES} bodies (the floor, max_walls, max_boxes, {NUM_RAMPS} ramps "
                 f"and {NUM_AGENTS} agents: {bodies}); got solver_layout={self.solver_layout!r}"
             )
-        if isinstance(self.solver_world_from, bool) or not isinstance(self.solver_world_from, int):
-            raise ValueError(f"solver_world_from must be an int >= 1 (worlds), got {self.solver_world_from!r}")
-        if self.solver_world_from < 1:
+        world_from = self.solver_world_from
+        if isinstance(world_from, bool) or not isinstance(world_from, int) or world_from < 1:
             raise ValueError(f"solver_world_from must be an int >= 1 (worlds), got {self.solver_world_from!r}")
         if isinstance(self.solver_lanes, bool) or self.solver_lanes not in solver.LANE_CHOICES:
             raise ValueError(f"solver_lanes must be one of {list(solver.LANE_CHOICES)}, got {self.solver_lanes!r}")

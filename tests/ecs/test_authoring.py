@@ -1449,3 +1449,5 @@ def test_the_system_decorator_makes_the_system_its_keywords_describe():
         ecs.system(ecs.Phase.RESET, dim="row")(reset_mark_nested)
     with pytest.raises(ecs.GraphError, match=r"max_worlds must be None or an int >= 1, got 0"):
         ecs.system(ecs.Phase.RESET, dim="world", max_worlds=0)(reset_mark_nested)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'dims'"):
+        ecs.system(ecs.Phase.RESET, dims="world")(reset_mark_nested)
