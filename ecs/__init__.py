@@ -8,6 +8,7 @@ hands the trainer persistent zero-copy torch tensors.
 
 from . import distributed, funcs
 from .adapters.stats import EpisodeStats
+from .checkpoint import zero_padded, zeros_if_missing
 from .config import config_range, load_config
 from .errors import (
     ActionError,
@@ -80,4 +81,6 @@ __all__ = [
     "spawn",
     "spawn_view",
     "system",
+    "zero_padded",
+    "zeros_if_missing",
 ]

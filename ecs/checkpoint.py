@@ -8,6 +8,10 @@ of them (``count_of``) stays within that archetype's capacity. ``load_state_dict
 every load, so a damaged or hand-edited state is refused with a ``StateDictError`` instead of
 crashing the process at the next ``step()``.
 
+A state saved before a column was added, or before a shaped column grew, loads where that column's
+component says how (``Component.upgrade``; ``zeros_if_missing``, ``zero_padded``): ``restore``
+brings its arrays across first and checks the result as it checks any state.
+
 Files are written atomically: a temporary ``.<name>.ecs-tmp-*`` file beside the target, fsync,
 rename. A save killed midway leaves such a file behind; the next successful save of the same
 target removes it.
@@ -189,6 +193,48 @@ def load_state(path: str | os.PathLike) -> dict[str, Any]:
 
 # -- the state of a simulation ---------------------------------------------------------------------
 
+
+def zeros_if_missing(saved: np.ndarray | None, like: np.ndarray) -> np.ndarray | None:
+    """A ``Component.upgrade`` for a record that the kernels rebuild and read only to skip work they would
+    otherwise redo (a cache): a state saved before the column existed loads it zeroed, as a new simulation
+    starts it, so the zeros must mean "nothing recorded". One that holds the column at another shape is refused."""
+    return like if saved is None else None
+
+
+def zero_padded(saved: np.ndarray | None, like: np.ndarray) -> np.ndarray | None:
+    """A ``Component.upgrade`` for a shaped column that grew, entries added at the end of its last axis, whose
+    new entries read zero mean what a state saved before held (a count of records kept in a new column, say): the
+    saved entries, then zeros. A state that lacks the column, or holds it at another leading shape, a larger one or
+    another dtype, is refused."""
+    if saved is None or saved.dtype != like.dtype or saved.ndim != like.ndim or saved.ndim == 0:
+        return None
+    if saved.shape[:-1] != like.shape[:-1] or saved.shape[-1] > like.shape[-1]:
+        return None
+    out = like.copy()
+    out[..., : saved.shape[-1]] = saved
+    return out
+
+
+def _upgraded(storage: Storage, arrays: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``arrays`` with the arrays of this simulation's state that they lack or hold at another shape or dtype
+    brought across by their components' ``upgrade``, and the names of those upgraded; the rest as they are."""
+    components = storage.state_components()
+    out, upgraded = dict(arrays), []
+    for key, arr in storage.state_arrays().items():
+        comp = components.get(key)
+        if comp is None or comp.upgrade is None:
+            continue
+        like = np.zeros(tuple(arr.shape) + dtype_shape(arr.dtype), dtype=wp.dtype_to_numpy(scalar_type(arr.dtype)))
+        saved = np.asarray(arrays[key]) if key in arrays else None
+        if saved is not None and saved.shape == like.shape and saved.dtype == like.dtype:
+            continue
+        value = comp.upgrade(saved, like)
+        if value is not None:
+            out[key] = value
+            upgraded.append(key)
+    return out, upgraded
+
+
 STATE_FORMAT_VERSION = 1
 
 
@@ -254,8 +300,9 @@ def state_of(storage: Storage, *, seed: int, world_offset: int) -> dict[str, Any
     }
 
 
-def restore(storage: Storage, state: Mapping[str, Any]) -> tuple[int, int]:
-    """Writes a checked ``state_dict()`` into ``storage``; returns its (seed, world offset).
+def restore(storage: Storage, state: Mapping[str, Any]) -> tuple[int, int, list[str]]:
+    """Writes a checked ``state_dict()`` into ``storage``; returns its seed, world offset and the arrays brought
+    across from an earlier form by their components' ``upgrade`` (none for a state of this engine).
 
     Everything is checked before anything is written, so a refused state changes nothing.
     """
@@ -281,7 +328,10 @@ def restore(storage: Storage, state: Mapping[str, Any]) -> tuple[int, int]:
             raise StateDictError(f"state dict {label} must be an int in [0, 2**31), got {value!r}")
     if world_offset + num_worlds > 2**31:
         raise StateDictError(f"state dict world_offset {world_offset} + num_worlds exceeds 2**31 global worlds")
-    arrays, mine = state["arrays"], storage.state_arrays()
+    if not isinstance(state["arrays"], Mapping):
+        raise StateDictError("not a BatchSim state dict: its 'arrays' must map names to arrays")
+    arrays, upgraded = _upgraded(storage, state["arrays"])
+    mine = storage.state_arrays()
     missing, extra = sorted(set(mine) - set(arrays)), sorted(set(arrays) - set(mine))
     if missing or extra:
         raise StateDictError(f"state dict arrays do not match: missing {missing}, unexpected {extra}")
@@ -299,4 +349,4 @@ def restore(storage: Storage, state: Mapping[str, Any]) -> tuple[int, int]:
     # the next episode would draw from this simulation's construction seed.
     storage.seed.assign(np.array([seed], dtype=np.int32))
     storage.world_offset.assign(np.array([world_offset], dtype=np.int32))
-    return int(seed), int(world_offset)
+    return int(seed), int(world_offset), upgraded

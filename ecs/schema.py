@@ -14,7 +14,7 @@ import math
 import re
 import sys
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +107,13 @@ class Component:
         nullable: with ``index_of``, -1 also is a valid value (no row).
         count_of: for an integer singleton counting live rows of an archetype: its name; values
             must lie in ``[0, capacity]``.
+        upgrade: how a state saved before the column took its present form loads
+            (``load_state_dict``): called as ``upgrade(saved, like)`` where the state lacks the
+            column (``saved`` is None) or holds it at another shape or dtype, with ``like`` a zeroed
+            array of the shape and dtype this simulation holds; returns the array to load in its
+            place, or None to refuse the state. ``ecs.zeros_if_missing`` (a record the kernels
+            rebuild) and ``ecs.zero_padded`` (a shaped column that grew) are the usual ones. None:
+            such a state is refused.
     """
 
     name: str
@@ -117,6 +124,9 @@ class Component:
     index_of: str | None = None
     nullable: bool = False
     count_of: str | None = None
+    upgrade: Callable[[np.ndarray | None, np.ndarray], np.ndarray | None] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         _check_name(self.name, "component")
@@ -137,6 +147,11 @@ class Component:
                 )
         if self.nullable and self.index_of is None:
             raise SchemaError(f"component {self.name!r}: nullable=True only goes with index_of=<archetype>")
+        if self.upgrade is not None and not callable(self.upgrade):
+            raise SchemaError(
+                f"component {self.name!r}: upgrade must be a function upgrade(saved, like) -> array or None, "
+                f"got {self.upgrade!r} (for example ecs.zeros_if_missing)"
+            )
 
     @property
     def export_shape(self) -> tuple[int, ...]:
@@ -157,6 +172,7 @@ def component(
     index_of: str | None = None,
     nullable: bool = False,
     count_of: str | None = None,
+    upgrade: Callable[[np.ndarray | None, np.ndarray], np.ndarray | None] | None = None,
 ):
     """Declares a component from a class with one annotated field ``value``.
 
@@ -173,6 +189,7 @@ def component(
         shape: trailing shape of each value beyond its dtype.
         name: column name; defaults to the class name in snake_case.
         index_of, nullable, count_of: as in ``Component`` (rows of another archetype, checked on load).
+        upgrade: as in ``Component`` (how a state saved before the column took this form loads).
 
     Returns:
         A ``Component`` (the decorated class is replaced by it).
@@ -197,6 +214,7 @@ def component(
             index_of=index_of,
             nullable=nullable,
             count_of=count_of,
+            upgrade=upgrade,
         )
 
     if cls is not None:

@@ -343,10 +343,17 @@ class BatchSim:
         self.check()
         return checkpoint.state_of(self.storage, seed=self.seed, world_offset=self.world_offset)
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restores ``state_dict()`` output. Everything is checked before anything is written."""
-        self.seed, self.world_offset = checkpoint.restore(self.storage, state)
+    def load_state_dict(self, state: Mapping[str, Any]) -> list[str]:
+        """Restores ``state_dict()`` output. Everything is checked before anything is written.
+
+        Returns:
+            The arrays of a state saved by an earlier engine that were brought across to their present form by
+            their components' ``upgrade`` (``ecs.zeros_if_missing``, ``ecs.zero_padded``), by their names in
+            ``state_dict()["arrays"]``; empty for a state of this engine.
+        """
+        self.seed, self.world_offset, upgraded = checkpoint.restore(self.storage, state)
         self.flags.clear()
+        return upgraded
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes ``state_dict()`` to ``path`` atomically (a temporary file beside it, then a rename).
@@ -355,9 +362,13 @@ class BatchSim:
         """
         checkpoint.save_state(self.state_dict(), path)
 
-    def load(self, path: str | os.PathLike) -> None:
-        """Restores a file written by ``save``; checked like ``load_state_dict``, nothing changes on error."""
-        self.load_state_dict(checkpoint.load_state(path))
+    def load(self, path: str | os.PathLike) -> list[str]:
+        """Restores a file written by ``save``; checked like ``load_state_dict``, nothing changes on error.
+
+        Returns:
+            The arrays brought across from an earlier form, as ``load_state_dict`` returns them.
+        """
+        return self.load_state_dict(checkpoint.load_state(path))
 
     # -- diagnostics -------------------------------------------------------------------------
 

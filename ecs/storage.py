@@ -155,6 +155,13 @@ class Storage:
             arrays[f"final_obs/{k}"] = arr
         return arrays
 
+    def state_components(self) -> dict[str, Component]:
+        """The component behind each array of ``state_arrays`` that is an env's column or singleton, by its name
+        there (the engine's own columns, parameters and final observations have none)."""
+        out = {f"table/{a.name}/{c.name}": c for a in self.env.archetypes for c in a.components}
+        out.update({f"singleton/{n}": c for n, c in self.layout.singletons.items()})
+        return out
+
     def components(self) -> dict[str, Component]:
         """Every entity component and singleton by name (what a state's values are checked against)."""
         out = dict(self.layout.singletons)

@@ -317,16 +317,17 @@ class BodyVertices:
     value: wp.vec3
 
 
-@ecs.component
+@ecs.component(upgrade=ecs.zeros_if_missing)
 class PairBefore:
     """Solver scratch: what the pair in this row of the ``pair`` archetype found in the last narrowphase: its two
     bodies (``PairBodyA``, ``PairBodyB``), the first contact row it wrote and how many rows it made (``kept_rows``);
-    body ``-1`` where none is kept."""
+    body ``-1`` where none is kept. Zeros (bodies 0 and 0, no pair) keep nothing either, so a state saved before the
+    column existed loads with it zeroed and steps on as it would have."""
 
     value: wp.vec4i
 
 
-@ecs.component
+@ecs.component(upgrade=ecs.zeros_if_missing)
 class PairMarginBefore:
     """Solver scratch: the speculative margin [m] the pair in this row was collided with in the last narrowphase."""
 
@@ -367,11 +368,12 @@ class SolverCycles:
     value: wp.int64
 
 
-@ecs.component(singleton=True, shape=(3,))
+@ecs.component(singleton=True, shape=(3,), upgrade=ecs.zero_padded)
 class SolverCounts:
     """Solver scratch, per world: the contact rows kept from the substep before and the manifolds of this substep,
     which one stage's kernel of a staged solver leaves to the next; and the pairs of the last narrowphase, each of
-    whose rows of the ``pair`` archetype holds what it found (``PairBefore``; the rows past them are marked)."""
+    whose rows of the ``pair`` archetype holds what it found (``PairBefore``; the rows past them are marked). A
+    state saved before the third entry (with none of those records) loads it as 0: no rows to mark."""
 
     value: wp.int32
 

@@ -141,6 +141,153 @@ def test_a_state_saved_before_a_config_field_existed_loads_where_the_field_is_at
         moved.load_state_dict(hs_state)
 
 
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+# Hide-and-seek, 2 worlds, seed 4, max_episode_steps 12, saved by commit 7547d2f after 5 steps of random actions
+# (``_drive_any`` below, seed 1), then stored compressed: a state from before kept contact rows, which lacks
+# the pair table's records and has a 2-wide ``solver_counts``.
+OLD_HIDE_AND_SEEK = os.path.join(DATA, "hide_and_seek_7547d2f.npz")
+KEPT_ROWS_RECORDS = ["table/pair/pair_before", "table/pair/pair_margin_before", "singleton/solver_counts"]
+
+
+def _drive_any(sim: ecs.BatchSim, steps: int, seed: int) -> None:
+    """``_drive`` for discrete and multi-discrete action spaces alike."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        for key, space in sim.action_space.items():
+            buf = sim.actions[key]
+            low = torch.as_tensor(np.asarray(space.start)).expand(buf.shape)
+            n = torch.as_tensor(np.asarray(space.nvec if hasattr(space, "nvec") else space.n)).expand(buf.shape)
+            buf.copy_((low + (torch.rand(tuple(buf.shape), generator=g) * n).long()).to(buf.dtype))
+        sim.step()
+
+
+def _arrays_equal(a: ecs.BatchSim, b: ecs.BatchSim) -> None:
+    left, right = a.state_dict()["arrays"], b.state_dict()["arrays"]
+    assert sorted(left) == sorted(right)
+    for key in left:
+        np.testing.assert_array_equal(left[key], right[key], err_msg=key)
+
+
+def test_a_hide_and_seek_state_saved_before_kept_contact_rows_loads_and_steps_on_as_it_would_have():
+    """A file saved by the engine before kept contact rows: the pair table's records load zeroed (nothing kept) and
+    ``solver_counts`` padded with 0, every other array as saved; the sim then steps on (through a reset) exactly as
+    one that loaded the same state and never keeps rows, which is how the saving engine went on."""
+    state = ecs.checkpoint.load_state(OLD_HIDE_AND_SEEK)
+    assert "table/pair/pair_before" not in state["arrays"]
+    assert state["arrays"]["singleton/solver_counts"].shape == (2, 2)
+    env = envs.make("hide_and_seek", max_episode_steps=12)
+    sim = ecs.BatchSim(env, 2, device="cpu", seed=9)
+    assert sim.load_state_dict(state) == KEPT_ROWS_RECORDS
+    loaded = sim.state_dict()
+    for key, saved in state["arrays"].items():
+        if key != "singleton/solver_counts":
+            np.testing.assert_array_equal(loaded["arrays"][key], saved, err_msg=key)
+    np.testing.assert_array_equal(
+        loaded["arrays"]["singleton/solver_counts"][:, :2], state["arrays"]["singleton/solver_counts"]
+    )
+    assert not loaded["arrays"]["singleton/solver_counts"][:, 2].any()
+    assert not loaded["arrays"]["table/pair/pair_before"].any()
+    assert (loaded["seed"], loaded["world_offset"]) == (4, 0)
+    assert sim.load(OLD_HIDE_AND_SEEK) == KEPT_ROWS_RECORDS  # the file itself, the same
+
+    uncached = ecs.BatchSim(
+        envs.make("hide_and_seek", max_episode_steps=12, keep_resting_contacts=False), 2, device="cpu"
+    )
+    uncached.load_state_dict(dict(state, config={**state["config"], "keep_resting_contacts": False}))
+    _drive_any(sim, 14, seed=2)
+    _drive_any(uncached, 14, seed=2)
+    assert int(sim.state_dict()["arrays"]["singleton/solver_counts"][:, 2].min()) > 0  # records made again
+    kept, plain = sim.state_dict()["arrays"], uncached.state_dict()["arrays"]
+    for key in kept:
+        np.testing.assert_array_equal(kept[key], plain[key], err_msg=key)
+
+
+def test_a_state_stripped_of_rebuilt_records_steps_on_bit_for_bit(device):
+    """Today's hide-and-seek state without the records that ``ecs.zeros_if_missing`` and ``ecs.zero_padded`` bring
+    across, mid-episode with sleepers and kept rows: the sim that loads it ends every step as the sim it was saved
+    from, records included after the next narrowphase."""
+    env = envs.make("hide_and_seek", max_episode_steps=20)
+    saver = ecs.BatchSim(env, 3, device=device, seed=5)
+    _drive_any(saver, 9, seed=3)
+    state = saver.state_dict()
+    arrays = {k: v for k, v in state["arrays"].items() if k not in KEPT_ROWS_RECORDS[:2]}
+    arrays["singleton/solver_counts"] = arrays["singleton/solver_counts"][:, :2].copy()
+    sim = ecs.BatchSim(env, 3, device=device, seed=1)
+    assert sim.load_state_dict(dict(state, arrays=arrays)) == KEPT_ROWS_RECORDS
+    for _ in range(3):
+        _drive_any(sim, 5, seed=7)
+        _drive_any(saver, 5, seed=7)
+        _arrays_equal(sim, saver)
+
+
+def _with_singleton(env: ecs.EnvSpec, comp: ecs.Component) -> ecs.EnvSpec:
+    return dataclasses.replace(env, singletons=(*env.singletons, comp))
+
+
+def test_a_column_added_or_grown_since_a_state_was_saved_loads_where_its_component_says_how():
+    """An env that gained a column since a state was saved (``upgrade=ecs.zeros_if_missing``), or whose shaped column
+    grew (``ecs.zero_padded``): the state loads, the new entries zero and the rest as saved, and the names of the
+    arrays brought across come back. Without an upgrade, or where the upgrade cannot bring it across (another dtype,
+    a column that shrank), the state is refused with the arrays named, and nothing changes."""
+    base = envs.make("cartpole")
+    saver = ecs.BatchSim(base, 4, device="cpu", seed=3)
+    _drive(saver, 6, seed=1)
+    state = saver.state_dict()
+    assert saver.load_state_dict(state) == []  # a state of this engine: nothing to bring across
+
+    record = ecs.component(singleton=True, shape=(2,), name="record", upgrade=ecs.zeros_if_missing)(
+        type("Record", (), {"__annotations__": {"value": wp.int32}})
+    )
+    sim = ecs.BatchSim(_with_singleton(base, record), 4, device="cpu", seed=8)
+    assert sim.load_state_dict(state) == ["singleton/record"]
+    loaded = sim.state_dict()["arrays"]
+    assert not loaded["singleton/record"].any()
+    for key, value in state["arrays"].items():
+        np.testing.assert_array_equal(loaded[key], value, err_msg=key)
+
+    with_record = dict(state, arrays={**state["arrays"], "singleton/record": np.full((4, 2), 7, np.int32)})
+    count = ecs.component(singleton=True, shape=(3,), name="record", upgrade=ecs.zero_padded)(
+        type("Record", (), {"__annotations__": {"value": wp.int32}})
+    )
+    grown = ecs.BatchSim(_with_singleton(base, count), 4, device="cpu")
+    assert grown.load_state_dict(with_record) == ["singleton/record"]
+    np.testing.assert_array_equal(grown.state_dict()["arrays"]["singleton/record"], [[7, 7, 0]] * 4)
+
+    strict = ecs.component(singleton=True, shape=(2,), name="record")(
+        type("Record", (), {"__annotations__": {"value": wp.int32}})
+    )
+    refusals = [
+        (_with_singleton(base, strict), state, r"missing \['singleton/record'\]"),
+        (
+            _with_singleton(base, record),
+            dict(state, arrays={**state["arrays"], "singleton/record": np.zeros((4, 3), np.int32)}),
+            r"'singleton/record' is int32\(4, 3\), expected int32\(4, 2\)",
+        ),
+        (
+            _with_singleton(base, count),
+            dict(state, arrays={**state["arrays"], "singleton/record": np.zeros((4, 2), np.int64)}),
+            r"'singleton/record' is int64\(4, 2\)",
+        ),
+        (
+            _with_singleton(base, count),
+            dict(state, arrays={**state["arrays"], "singleton/record": np.zeros((4, 4), np.int32)}),
+            r"'singleton/record' is int32\(4, 4\)",
+        ),
+        (_with_singleton(base, count), state, r"missing \['singleton/record'\]"),
+    ]
+    for env, saved, message in refusals:
+        target = ecs.BatchSim(env, 4, device="cpu", seed=8)
+        _drive(target, 2, seed=4)
+        before = _digest(target)
+        with pytest.raises(ecs.StateDictError, match=message):
+            target.load_state_dict(saved)
+        assert _digest(target) == before
+    with pytest.raises(ecs.SchemaError, match=r"upgrade must be a function upgrade\(saved, like\)"):
+        ecs.component(singleton=True, name="record", upgrade="zeros")(
+            type("R", (), {"__annotations__": {"value": wp.int32}})
+        )
+
+
 _SCRIPT = textwrap.dedent(
     """
     import hashlib, sys
