@@ -195,9 +195,10 @@ def load_state(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def zeros_if_missing(saved: np.ndarray | None, like: np.ndarray) -> np.ndarray | None:
-    """A ``Component.upgrade`` for a record that the kernels rebuild and read only to skip work they would
-    otherwise redo (a cache): a state saved before the column existed loads it zeroed, as a new simulation
-    starts it, so the zeros must mean "nothing recorded". One that holds the column at another shape is refused."""
+    """A ``Component.upgrade`` for a column whose zeros are where a new simulation starts it and mean "nothing
+    recorded yet": a record that the kernels rebuild before they read it, or read only to skip work they would
+    otherwise redo (a cache), or a count that starts again (a body's rest). A state saved before the column existed
+    loads it zeroed. One that holds the column at another shape or dtype is refused."""
     return like if saved is None else None
 
 

@@ -264,10 +264,11 @@ class SplitTurn:
     value: wp.vec3
 
 
-@ecs.component
+@ecs.component(upgrade=ecs.zeros_if_missing)
 class SplitRank:
     """Solver scratch: the body's rank in the level being solved by the last pass (``rank_level``): how many of the
-    level's manifolds lie between it and an anchor, ``RANK_FREE`` where none is reached."""
+    level's manifolds lie between it and an anchor, ``RANK_FREE`` where none is reached. ``rank_level`` writes the
+    ranks of a level's bodies before it reads any, so a state saved before the column existed loads it as 0."""
 
     value: wp.int32
 
@@ -288,31 +289,45 @@ class VelocityBatch:
     value: wp.int32
 
 
-@ecs.component
+@ecs.component(upgrade=ecs.zeros_if_missing)
 class SleepCount:
     """Solver state: how many substeps in a row the body has ended slower than ``SLEEP_SPEED`` and ``SLEEP_SPIN``;
     from ``sleep_substeps`` on (PhysicsConfig) it sleeps (``wake_sleepers``), and a substep asleep makes it
     ``sleep_substeps + 1``. A static body's counts the substeps since it was placed or its pose written
     (``place_body`` and ``lock_sleepers`` zero it), up to ``sleep_substeps + 1`` too (``held_still``); 0 for any
-    other body that cannot move."""
+    other body that cannot move. A state saved before sleeping loads it as 0: every body starts counting its rest
+    then, as one just placed does."""
 
     value: wp.int32
 
 
-@ecs.component
+@ecs.component(upgrade=ecs.zeros_if_missing)
+class ShapeBefore:
+    """Solver state: the body's size [m] (``x, y, z``) and shape (``w``, a ``geometry.ShapeType``) as the solver
+    last saw them at a substep's start (``lock_sleepers``). One written by hand since (not by ``place_body``, which
+    starts the count again anyway) starts the body's ``SleepCount`` again: a sleeper wakes, a static body stirs the
+    sleepers it touches, and neither keeps the rows of its pairs. Shape 0 where none was seen yet (a new simulation,
+    or a state saved before the column existed: nothing to compare)."""
+
+    value: wp.vec4
+
+
+@ecs.component(upgrade=ecs.zeros_if_missing)
 class MotionLock:
     """Solver scratch: the body's ``locked_by`` as the solver reads it in a substep: ``SLEEPING`` for a sleeping
-    body, which the solver then holds still as it holds a locked one (``wake_sleepers``)."""
+    body, which the solver then holds still as it holds a locked one (``wake_sleepers``). Written for every body at
+    each substep's start before anything reads it, so a state saved before it existed loads it as 0."""
 
     value: wp.int32
 
 
-@ecs.component(shape=(8,))
+@ecs.component(shape=(8,), upgrade=ecs.zeros_if_missing)
 class BodyVertices:
     """Solver scratch: a polyhedron's vertices in the world frame at the substep's start [m] (rows past its
     ``num_vertices`` unused), written once a substep where a GPU thread runs the narrowphase, which reads them for
     every pair the body is in instead of turning each vertex again wherever it needs it (``collision.pose_vertex``;
-    the same values). A CPU thread keeps a pair's vertices of its own and leaves this alone."""
+    the same values). A CPU thread keeps a pair's vertices of its own and leaves this alone. Written before it is
+    read, so a state saved before the column existed loads it as 0."""
 
     value: wp.vec3
 
@@ -344,7 +359,7 @@ SCRATCH_COMPONENTS = (
     BodyVertices,
     MotionLock,
 )
-STATE_COMPONENTS = (SleepCount,)  # solver state kept from step to step (checkpointed, compared across layouts)
+STATE_COMPONENTS = (SleepCount, ShapeBefore)  # solver state kept from step to step (checkpointed, compared across layouts)
 PAIR_SCRATCH_COMPONENTS = (PairBefore, PairMarginBefore)  # of the ``pair`` archetype
 
 # The stages of a solver substep whose clock cycles a timed solver counts (``step_kernel(timed=True)``), in the
@@ -604,6 +619,9 @@ def lock_sleepers(
     locked_by: wp.array2d[wp.int32],
     force: wp.array2d[wp.vec3],
     torque: wp.array2d[wp.vec3],
+    shape: wp.array2d[wp.int32],
+    size: wp.array2d[wp.vec3],
+    shape_before: wp.array2d[wp.vec4],
     sleep_count: wp.array2d[wp.int32],
     world: int,
     sleep_substeps: int,
@@ -616,10 +634,19 @@ def lock_sleepers(
     keeps its pose, its substep's start pose and zero velocity; anything else was written since). A body that
     would sleep but is acted on wakes: its count starts again. A static body's count starts again where its pose was
     written (the solver leaves its substep's start pose equal to its pose): it stirs the sleepers it touches
-    (``stirs``)."""
+    (``stirs``). Any body's count starts again where its shape or size differs from what the solver last saw
+    (``ShapeBefore``, updated here)."""
     for i in range(lane, bodies.alive.shape[1], lanes):
         lock = locked_by[world, i]
         counted = sleep_substeps > 0 and bodies.alive[world, i] != 0
+        if counted:
+            extent = size[world, i]
+            seen = wp.vec4(extent[0], extent[1], extent[2], float(shape[world, i]))
+            before = shape_before[world, i]
+            if seen[0] != before[0] or seen[1] != before[1] or seen[2] != before[2] or seen[3] != before[3]:
+                if before[3] != 0.0:  # written since the solver last saw it
+                    sleep_count[world, i] = 0
+                shape_before[world, i] = seen
         static = counted and bodies.response[world, i] == STATIC
         due = counted and sleep_count[world, i] >= sleep_substeps and movable(bodies.response[world, i], lock)
         if due or static:
@@ -2004,6 +2031,7 @@ SolverMotion = ecs.bundle(
         ("body_vertices", wp.vec3, (8,)),
         ("motion_lock", wp.int32),
         ("sleep_count", wp.int32),
+        ("shape_before", wp.vec4),
     ],
 )
 SolverPairs = ecs.bundle("SolverPairs", [("pair_body_a", wp.int32), ("pair_body_b", wp.int32)])
@@ -2917,6 +2945,9 @@ def _step_kernel(
                     body_in.locked_by,
                     body_in.force,
                     body_in.torque,
+                    body_in.shape,
+                    body_in.size,
+                    body_out.shape_before,
                     body_out.sleep_count,
                     world,
                     sleep_substeps,

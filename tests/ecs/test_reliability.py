@@ -142,11 +142,26 @@ def test_a_state_saved_before_a_config_field_existed_loads_where_the_field_is_at
 
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-# Hide-and-seek, 2 worlds, seed 4, max_episode_steps 12, saved by commit 7547d2f after 5 steps of random actions
-# (``_drive_any`` below, seed 1), then stored compressed: a state from before kept contact rows, which lacks
-# the pair table's records and has a 2-wide ``solver_counts``.
-OLD_HIDE_AND_SEEK = os.path.join(DATA, "hide_and_seek_7547d2f.npz")
 KEPT_ROWS_RECORDS = ["table/pair/pair_before", "table/pair/pair_margin_before", "singleton/solver_counts"]
+# Hide-and-seek states saved by earlier commits, 2 worlds, seed 4, max_episode_steps 12, after 5 steps of random
+# actions (``_drive_any`` below, seed 1), stored compressed; each with the arrays it lacks or holds at another shape,
+# and the config fields its save needs beyond the defaults. 7547d2f: before kept contact rows (no pair records, a
+# 2-wide ``solver_counts``) and before the solver kept each body's shape. 856f1fd: before sleeping too, and before
+# the last pass's ranks and the narrowphase's vertex table; saved with the solver unstaged, then the default.
+OLD_HIDE_AND_SEEK = {
+    "7547d2f": (["table/body/shape_before", *KEPT_ROWS_RECORDS], {}),
+    "856f1fd": (
+        [
+            "table/body/sleep_count",
+            "table/body/shape_before",
+            "table/body/split_rank",
+            "table/body/body_vertices",
+            "table/body/motion_lock",
+            *KEPT_ROWS_RECORDS,
+        ],
+        {"solver_staged": False},
+    ),
+}
 
 
 def _drive_any(sim: ecs.BatchSim, steps: int, seed: int) -> None:
@@ -168,38 +183,44 @@ def _arrays_equal(a: ecs.BatchSim, b: ecs.BatchSim) -> None:
         np.testing.assert_array_equal(left[key], right[key], err_msg=key)
 
 
-def test_a_hide_and_seek_state_saved_before_kept_contact_rows_loads_and_steps_on_as_it_would_have():
-    """A file saved by the engine before kept contact rows: the pair table's records load zeroed (nothing kept) and
-    ``solver_counts`` padded with 0, every other array as saved; the sim then steps on (through a reset) exactly as
-    one that loaded the same state and never keeps rows, which is how the saving engine went on."""
-    state = ecs.checkpoint.load_state(OLD_HIDE_AND_SEEK)
+@pytest.mark.parametrize("commit", list(OLD_HIDE_AND_SEEK))
+def test_a_hide_and_seek_state_saved_by_an_earlier_engine_loads_and_steps_on(commit):
+    """A file saved by an earlier engine: the arrays it lacks load as their components' ``upgrade`` says (zeros:
+    nothing recorded, no rest counted yet) and ``solver_counts`` padded with 0, every other array as saved, and the
+    names of those brought across come back. Without the config fields it needs, it is refused with the fix named.
+    The sim then steps on through a reset, every array exactly as one that loaded the same state and never keeps
+    contact rows (kept rows start from nothing recorded, not from a record the file lacks)."""
+    upgraded, overrides = OLD_HIDE_AND_SEEK[commit]
+    path = os.path.join(DATA, f"hide_and_seek_{commit}.npz")
+    state = ecs.checkpoint.load_state(path)
     assert "table/pair/pair_before" not in state["arrays"]
     assert state["arrays"]["singleton/solver_counts"].shape == (2, 2)
-    env = envs.make("hide_and_seek", max_episode_steps=12)
-    sim = ecs.BatchSim(env, 2, device="cpu", seed=9)
-    assert sim.load_state_dict(state) == KEPT_ROWS_RECORDS
+    sim = ecs.BatchSim(envs.make("hide_and_seek", max_episode_steps=12, **overrides), 2, device="cpu", seed=9)
+    assert sim.load_state_dict(state) == upgraded
     loaded = sim.state_dict()
     for key, saved in state["arrays"].items():
         if key != "singleton/solver_counts":
             np.testing.assert_array_equal(loaded["arrays"][key], saved, err_msg=key)
-    np.testing.assert_array_equal(
-        loaded["arrays"]["singleton/solver_counts"][:, :2], state["arrays"]["singleton/solver_counts"]
-    )
-    assert not loaded["arrays"]["singleton/solver_counts"][:, 2].any()
-    assert not loaded["arrays"]["table/pair/pair_before"].any()
+    counts = loaded["arrays"]["singleton/solver_counts"]
+    np.testing.assert_array_equal(counts[:, :2], state["arrays"]["singleton/solver_counts"])
+    for key in upgraded[:-1]:
+        assert not loaded["arrays"][key].any(), key
+    assert not counts[:, 2].any()
     assert (loaded["seed"], loaded["world_offset"]) == (4, 0)
-    assert sim.load(OLD_HIDE_AND_SEEK) == KEPT_ROWS_RECORDS  # the file itself, the same
+    assert sim.load(path) == upgraded  # the file itself, the same
+    if overrides:
+        default = ecs.BatchSim(envs.make("hide_and_seek", max_episode_steps=12), 2, device="cpu")
+        with pytest.raises(ecs.StateDictError, match=r"solver_staged=False there, 'auto' here"):
+            default.load(path)
 
     uncached = ecs.BatchSim(
-        envs.make("hide_and_seek", max_episode_steps=12, keep_resting_contacts=False), 2, device="cpu"
+        envs.make("hide_and_seek", max_episode_steps=12, keep_resting_contacts=False, **overrides), 2, device="cpu"
     )
     uncached.load_state_dict(dict(state, config={**state["config"], "keep_resting_contacts": False}))
     _drive_any(sim, 14, seed=2)
     _drive_any(uncached, 14, seed=2)
     assert int(sim.state_dict()["arrays"]["singleton/solver_counts"][:, 2].min()) > 0  # records made again
-    kept, plain = sim.state_dict()["arrays"], uncached.state_dict()["arrays"]
-    for key in kept:
-        np.testing.assert_array_equal(kept[key], plain[key], err_msg=key)
+    _arrays_equal(sim, uncached)
 
 
 def test_a_state_stripped_of_rebuilt_records_steps_on_bit_for_bit(device):

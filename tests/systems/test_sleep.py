@@ -124,6 +124,55 @@ def test_a_force_or_a_written_pose_or_velocity_wakes_a_sleeper(how):
         np.testing.assert_allclose(scene.column(sims[8], name)[0, 1], scene.column(sims[0], name)[0, 1], atol=1e-4)
 
 
+def edit(sim: ecs.BatchSim, column: str, row: int, value) -> None:
+    """Writes body ``row``'s ``column`` in world 0 by hand, as a user writes the table between steps."""
+    values = scene.column(sim, column)
+    values[0, row] = value
+    sim.tables["body"][column].assign(values)
+
+
+@pytest.mark.parametrize("how", ["platform made thinner", "sleeper grown", "sleeper made a ball"])
+def test_a_shape_or_size_written_by_hand_wakes_the_sleepers_it_concerns(how):
+    """A cube asleep on a static platform 1 m up, another asleep on the floor. By hand: the platform's half height
+    goes from 10 to 6 cm (its top drops 4 cm), the cube on the floor grows to 30 cm half edges (5 cm into the
+    floor), or turns into a ball of radius 30 cm (the same). The platform stirs the sleeper it touched, the changed
+    sleeper wakes (neither pose was written), and the rows of their pairs are made again, not kept: each cube moves as the same cube never put
+    to sleep moves (within 1 mm), with and without kept rows."""
+    bodies = KEEP_SCENES["cube on a static platform"]()
+    sims = {
+        (sleep, keep): scene.build(
+            bodies, PhysicsConfig(max_bodies=8, sleep_substeps=sleep, keep_resting_contacts=keep)
+        )
+        for sleep, keep in ((0, False), (8, True), (8, False))
+    }
+    for _ in range(10):
+        for sim in sims.values():
+            sim.step()
+    assert asleep(sims[8, True])[2:4].all()
+    row, column, value, moved = {
+        "platform made thinner": (2, "size", None, 0.04),
+        "sleeper grown": (3, "size", (0.3, 0.3, 0.3), 0.05),
+        "sleeper made a ball": (3, "shape", int(ShapeType.SPHERE), 0.05),
+    }[how]
+    start = {k: scene.column(sim, "position")[0, row] for k, sim in sims.items()}
+    for sim in sims.values():
+        if how == "platform made thinner":
+            edit(sim, "size", 1, (0.4, 0.4, 0.06))
+        elif how == "sleeper made a ball":
+            edit(sim, "shape", 3, int(ShapeType.SPHERE))
+            edit(sim, "size", 3, (0.3, 0.0, 0.0))
+        else:
+            edit(sim, column, row, value)
+    for _ in range(20):
+        for sim in sims.values():
+            sim.step()
+    got = {k: scene.column(sim, "position")[0, row] for k, sim in sims.items()}
+    drop = start[0, False][2] - got[0, False][2]
+    assert abs(abs(drop) - moved) < 0.005, (how, drop)  # awake: it moved by what the write asks
+    for key in ((8, True), (8, False)):
+        np.testing.assert_allclose(got[key], got[0, False], atol=1e-3, err_msg=f"{how}, sleep and keep {key}")
+
+
 def sleeping_stack() -> dict[int, ecs.BatchSim]:
     """Two cubes stacked on the floor, stepped 10 times: with ``sleep_substeps`` 8 (both asleep by then) and 0."""
     bodies = [scene.floor(), cube(0.0), cube(0.0, z=3 * HALF + 0.001)]
@@ -263,7 +312,8 @@ def held_pairs(sim: ecs.BatchSim, sleep: int) -> int:
 
 
 def nudge(sim: ecs.BatchSim, step: int) -> None:
-    """Wakes bodies now and then: a push on the last body, a lift of the first dynamic one, a static body moved."""
+    """Wakes bodies now and then: a push on the last body, a lift of the first dynamic one, a static body moved,
+    the last dynamic one grown by 2 % (its size written by hand)."""
     response = scene.column(sim, "response")[0]
     if step == 12:
         velocity = scene.column(sim, "linear_velocity")
@@ -280,6 +330,10 @@ def nudge(sim: ecs.BatchSim, step: int) -> None:
             position = scene.column(sim, "position")
             position[0, static[0], 0] += 0.3
             sim.tables["body"]["position"].assign(position)
+    if step == 40:
+        size = scene.column(sim, "size")
+        size[0, len(response) - 1 - np.argmax(response[::-1] == int(Response.DYNAMIC))] *= 1.02
+        sim.tables["body"]["size"].assign(size)
 
 
 def assert_same_tables(a: ecs.BatchSim, b: ecs.BatchSim, *, rows_in_use: bool, label: str) -> None:
@@ -303,7 +357,7 @@ def test_kept_contact_rows_are_the_rows_the_narrowphase_makes(cpu_blocks, name, 
     made then (``keep_resting_contacts``) rather than being collided again: every table, contact rows and pair rows
     included, is the same bit for bit as with every pair collided every substep, through sleeping (a ball falls
     asleep while still rolling, 6 mm/s), wake-ups (a push, a written pose, a static body moved under or beside
-    sleepers) and sleeping again; in the scene's order and reversed, a thread or a block of lanes per world."""
+    sleepers, a size written) and sleeping again; in the scene's order and reversed, a thread or a block of lanes per world."""
     for order in (1, -1):
         bodies = KEEP_SCENES[name]()[::order]
         sims = {
@@ -405,11 +459,6 @@ def test_a_pair_listed_again_after_its_bodies_moved_is_collided_again(cpu_blocks
         )
         for keep in (True, False)
     }
-
-    def edit(sim: ecs.BatchSim, column: str, row: int, value) -> None:
-        values = scene.column(sim, column)
-        values[0, row] = value
-        sim.tables["body"][column].assign(values)
 
     for step in range(40):
         for sim in sims.values():
