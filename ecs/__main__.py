@@ -182,6 +182,59 @@ def _cmd_graph(args: argparse.Namespace) -> None:
     print(f"{graph}\n(as a {build.upper()} build of {worlds} binds it)")
 
 
+def _cmd_state(args: argparse.Namespace) -> None:
+    """What a file written by ``sim.save`` holds; with ``--load``, whether this engine loads it and steps on."""
+    import dataclasses
+
+    import numpy as np
+
+    from . import checkpoint
+    from .sim import BatchSim
+
+    state = checkpoint.load_state(args.file)
+    arrays, saved = state["arrays"], state.get("config")
+    size = sum(np.asarray(v).nbytes for v in arrays.values())
+    print(
+        f"{args.file}: env {state.get('env')!r}, {state.get('num_worlds')} worlds, seed {state.get('seed')}, "
+        f"world offset {state.get('world_offset')}, format version {state.get('format_version')}; "
+        f"{len(arrays)} arrays, {size / 2**20:.2f} MiB"
+    )
+    if not args.load:
+        return
+    _quiet_warp()
+    name = args.env or state.get("env")
+    env = _make_env(name, args.config)
+    if args.config is None and dataclasses.is_dataclass(env.config) and isinstance(saved, dict):
+        # The env as it was saved: its config's fields that differ from the defaults (the rest as they are).
+        mine = checkpoint.config_dict(env.config)
+        changed = {k: v for k, v in saved.items() if k in mine and v != mine[k]}
+        if changed:
+            env = _make_env_with(name, changed)
+    num_worlds = state.get("num_worlds")
+    if not isinstance(num_worlds, int) or num_worlds < 1:
+        raise EcsError(f"{args.file}: num_worlds {num_worlds!r} is not a world count; the file is not a saved state")
+    sim = BatchSim(env, num_worlds, device=args.device or "cpu")
+    upgraded = sim.load_state_dict(state)
+    brought = f"; brought across from an earlier form: {', '.join(upgraded)}" if upgraded else ", every array as saved"
+    print(f"loads into {name!r} on {sim.device}{brought}")
+    if args.steps:
+        for _ in range(args.steps):
+            sim.step()
+        sim.check()
+        print(f"stepped on {args.steps} steps")
+
+
+def _make_env_with(name: str, overrides: dict[str, Any]):
+    from .errors import ConfigError
+
+    try:
+        return _registry().make(name, **overrides)
+    except (ConfigError, TypeError, ValueError) as e:
+        raise EcsError(
+            f"cannot build {name!r} with the saved config ({e}); give it as a YAML file with --config"
+        ) from None
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -190,7 +243,9 @@ def _positive(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ecs", description="List, profile and benchmark environments.")
+    parser = argparse.ArgumentParser(
+        prog="python -m ecs", description="List, profile and benchmark environments; inspect saved states."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def env_command(name: str, help: str, *, worlds: int | None, steps: int | None) -> argparse.ArgumentParser:
@@ -229,6 +284,20 @@ def _parser() -> argparse.ArgumentParser:
         help="the graph of a build on this kind of device, shown from any machine (default: --device's kind)",
     )
     graph.set_defaults(fn=_cmd_graph)
+    state = sub.add_parser(
+        "state",
+        help="what a saved state (sim.save) holds and, with --load, whether this engine loads it",
+        description="What a file written by sim.save holds; with --load, whether this engine loads it (built with "
+        "the config the state was saved with, on --device), which arrays an earlier engine's file had brought "
+        "across (Component.upgrade), and with --steps whether it steps on.",
+    )
+    state.add_argument("file", help="a file written by sim.save")
+    state.add_argument("--load", action="store_true", help="build the env and load the state into it")
+    state.add_argument("--env", default=None, help="the env to load it into (default: the one it names)")
+    state.add_argument("--config", default=None, metavar="YAML", help="the env's config file (default: the saved one)")
+    state.add_argument("--device", default=None, help="cpu or cuda:N (default cpu)")
+    state.add_argument("--steps", type=int, default=0, help="steps to run after loading (default 0)")
+    state.set_defaults(fn=_cmd_state)
     dist = env_command(
         "dist-bench", "world-steps per second on every rank of a torchrun launch", worlds=4096, steps=1000
     )

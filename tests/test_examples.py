@@ -164,3 +164,46 @@ def test_cli_unknown_env_is_a_clean_error() -> None:
     assert "error: unknown environment 'no_such_env'" in proc.stderr
     assert "cartpole" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_cli_state_describes_a_saved_state_and_whether_this_engine_loads_it(tmp_path: Path) -> None:
+    """``state FILE`` names what a file written by ``sim.save`` holds; ``--load`` builds its env with the config it
+    was saved with (force_mag 5 here; hide-and-seek's old file unstaged), loads it, names the arrays an earlier
+    engine's file had brought across and steps on. A config this env cannot take, a damaged file or an unknown env
+    is an error that says so, exit status 1."""
+    import ecs
+    import envs
+
+    sim = ecs.BatchSim(envs.make("cartpole", force_mag=5.0), 3, device="cpu", seed=2)
+    sim.step()
+    path = tmp_path / "cartpole.npz"
+    sim.save(path)
+    out = run("-m", "ecs", "state", str(path)).stdout
+    assert f"{path}: env 'cartpole', 3 worlds, seed 2, world offset 0, format version 1;" in out
+    assert "loads" not in out  # only described without --load
+    out = run("-m", "ecs", "state", str(path), "--load", "--steps", "4").stdout
+    assert "loads into 'cartpole' on cpu, every array as saved" in out and "stepped on 4 steps" in out
+
+    old = ROOT / "tests" / "ecs" / "data" / "hide_and_seek_856f1fd.npz"
+    out = run("-m", "ecs", "state", str(old), "--load", "--steps", "2").stdout
+    assert "env 'hide_and_seek', 2 worlds, seed 4" in out
+    assert "brought across from an earlier form: table/body/sleep_count, table/body/shape_before" in out
+    assert "stepped on 2 steps" in out
+
+    state = ecs.checkpoint.load_state(path)
+    for label, edited, message in (
+        (
+            "gust",
+            dict(state, config={**state["config"], "gust": 1.0}),
+            "gust (saved, not a field of this env's config)",
+        ),
+        ("nowhere", dict(state, env="no_such_env"), "error: unknown environment 'no_such_env'"),
+    ):
+        bad = tmp_path / f"{label}.npz"
+        ecs.checkpoint.save_state(edited, bad)
+        proc = run("-m", "ecs", "state", str(bad), "--load", returncode=1)
+        assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a state")
+    proc = run("-m", "ecs", "state", str(junk), returncode=1)
+    assert "is not a saved BatchSim state" in proc.stderr and "Traceback" not in proc.stderr
