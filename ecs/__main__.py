@@ -235,11 +235,21 @@ def _make_env_with(name: str, overrides: dict[str, Any]):
         ) from None
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
+def _at_least(low: int):
+    """An argparse type: an integer >= ``low``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}")
+        return value
+
+    parse.__name__ = "integer"  # argparse's message for a non-integer: "invalid integer value: 'x'"
+    return parse
+
+
+_positive = _at_least(1)
+_count = _at_least(0)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -296,7 +306,7 @@ def _parser() -> argparse.ArgumentParser:
     state.add_argument("--env", default=None, help="the env to load it into (default: the one it names)")
     state.add_argument("--config", default=None, metavar="YAML", help="the env's config file (default: the saved one)")
     state.add_argument("--device", default=None, help="cpu or cuda:N (default cpu)")
-    state.add_argument("--steps", type=int, default=0, help="steps to run after loading (default 0)")
+    state.add_argument("--steps", type=_count, default=0, help="steps to run after loading (default 0)")
     state.set_defaults(fn=_cmd_state)
     dist = env_command(
         "dist-bench", "world-steps per second on every rank of a torchrun launch", worlds=4096, steps=1000

@@ -203,9 +203,9 @@ def zeros_if_missing(saved: np.ndarray | None, like: np.ndarray) -> np.ndarray |
 
 
 def zero_padded(saved: np.ndarray | None, like: np.ndarray) -> np.ndarray | None:
-    """A ``Component.upgrade`` for a shaped column that grew, entries added at the end of its last axis, whose
-    new entries read zero mean what a state saved before held (a count of records kept in a new column, say): the
-    saved entries, then zeros. A state that lacks the column, or holds it at another leading shape, a larger one or
+    """A ``Component.upgrade`` for a shaped column that grew at the end of its last axis, where a new entry at zero
+    means what a state saved before it implied (a count of records that the state did not keep, say): the saved
+    entries, then zeros. A state that lacks the column, or holds it at another leading shape, a larger one or
     another dtype, is refused."""
     if saved is None or saved.dtype != like.dtype or saved.ndim != like.ndim or saved.ndim == 0:
         return None
