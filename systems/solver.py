@@ -302,12 +302,13 @@ class SleepCount:
 
 
 @ecs.component(upgrade=ecs.zeros_if_missing)
-class ShapeBefore:
-    """Solver state: the body's size [m] (``x, y, z``) and shape (``w``, a ``geometry.ShapeType``) as the solver
-    last saw them at a substep's start (``lock_sleepers``). One written by hand since (not by ``place_body``, which
-    starts the count again anyway) starts the body's ``SleepCount`` again: a sleeper wakes, a static body stirs the
-    sleepers it touches, and neither keeps the rows of its pairs. Shape 0 where none was seen yet (a new simulation,
-    or a state saved before the column existed: nothing to compare)."""
+class BodyBefore:
+    """Solver state: the body's size [m] (``x, y, z``), shape and response (``w``: ``4 shape + response``, a
+    ``geometry.ShapeType`` and a ``rigid_body.Response``) as the solver last saw them at a substep's start
+    (``lock_sleepers``). One written by hand since (not by ``place_body``, which starts the count again anyway)
+    starts the body's ``SleepCount`` again: a sleeper wakes, a static body stirs the sleepers it touches (a static
+    body made dynamic falls), and neither keeps the rows of its pairs. ``w`` below 4 (shape 0) where none was seen
+    yet: a new simulation, or a state saved before the column existed, with nothing to compare."""
 
     value: wp.vec4
 
@@ -359,7 +360,7 @@ SCRATCH_COMPONENTS = (
     BodyVertices,
     MotionLock,
 )
-STATE_COMPONENTS = (SleepCount, ShapeBefore)  # solver state kept from step to step (checkpointed, compared across layouts)
+STATE_COMPONENTS = (SleepCount, BodyBefore)  # solver state kept from step to step (checkpointed, compared across layouts)
 PAIR_SCRATCH_COMPONENTS = (PairBefore, PairMarginBefore)  # of the ``pair`` archetype
 
 # The stages of a solver substep whose clock cycles a timed solver counts (``step_kernel(timed=True)``), in the
@@ -621,7 +622,7 @@ def lock_sleepers(
     torque: wp.array2d[wp.vec3],
     shape: wp.array2d[wp.int32],
     size: wp.array2d[wp.vec3],
-    shape_before: wp.array2d[wp.vec4],
+    body_before: wp.array2d[wp.vec4],
     sleep_count: wp.array2d[wp.int32],
     world: int,
     sleep_substeps: int,
@@ -634,19 +635,19 @@ def lock_sleepers(
     keeps its pose, its substep's start pose and zero velocity; anything else was written since). A body that
     would sleep but is acted on wakes: its count starts again. A static body's count starts again where its pose was
     written (the solver leaves its substep's start pose equal to its pose): it stirs the sleepers it touches
-    (``stirs``). Any body's count starts again where its shape or size differs from what the solver last saw
-    (``ShapeBefore``, updated here)."""
+    (``stirs``). Any body's count starts again where its shape, size or response differs from what the solver last
+    saw (``BodyBefore``, updated here)."""
     for i in range(lane, bodies.alive.shape[1], lanes):
         lock = locked_by[world, i]
         counted = sleep_substeps > 0 and bodies.alive[world, i] != 0
         if counted:
             extent = size[world, i]
-            seen = wp.vec4(extent[0], extent[1], extent[2], float(shape[world, i]))
-            before = shape_before[world, i]
+            seen = wp.vec4(extent[0], extent[1], extent[2], float(shape[world, i] * 4 + bodies.response[world, i]))
+            before = body_before[world, i]
             if seen[0] != before[0] or seen[1] != before[1] or seen[2] != before[2] or seen[3] != before[3]:
-                if before[3] != 0.0:  # written since the solver last saw it
+                if before[3] >= 4.0:  # written since the solver last saw it (below 4: nothing seen yet)
                     sleep_count[world, i] = 0
-                shape_before[world, i] = seen
+                body_before[world, i] = seen
         static = counted and bodies.response[world, i] == STATIC
         due = counted and sleep_count[world, i] >= sleep_substeps and movable(bodies.response[world, i], lock)
         if due or static:
@@ -2031,7 +2032,7 @@ SolverMotion = ecs.bundle(
         ("body_vertices", wp.vec3, (8,)),
         ("motion_lock", wp.int32),
         ("sleep_count", wp.int32),
-        ("shape_before", wp.vec4),
+        ("body_before", wp.vec4),
     ],
 )
 SolverPairs = ecs.bundle("SolverPairs", [("pair_body_a", wp.int32), ("pair_body_b", wp.int32)])
@@ -2947,7 +2948,7 @@ def _step_kernel(
                     body_in.torque,
                     body_in.shape,
                     body_in.size,
-                    body_out.shape_before,
+                    body_out.body_before,
                     body_out.sleep_count,
                     world,
                     sleep_substeps,

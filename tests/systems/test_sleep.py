@@ -131,13 +131,16 @@ def edit(sim: ecs.BatchSim, column: str, row: int, value) -> None:
     sim.tables["body"][column].assign(values)
 
 
-@pytest.mark.parametrize("how", ["platform made thinner", "sleeper grown", "sleeper made a ball"])
-def test_a_shape_or_size_written_by_hand_wakes_the_sleepers_it_concerns(how):
+@pytest.mark.parametrize(
+    "how", ["platform made thinner", "sleeper grown", "sleeper made a ball", "platform made dynamic"]
+)
+def test_a_shape_size_or_response_written_by_hand_wakes_the_sleepers_it_concerns(how):
     """A cube asleep on a static platform 1 m up, another asleep on the floor. By hand: the platform's half height
     goes from 10 to 6 cm (its top drops 4 cm), the cube on the floor grows to 30 cm half edges (5 cm into the
-    floor), or turns into a ball of radius 30 cm (the same). The platform stirs the sleeper it touched, the changed
-    sleeper wakes (neither pose was written), and the rows of their pairs are made again, not kept: each cube moves as the same cube never put
-    to sleep moves (within 1 mm), with and without kept rows."""
+    floor), or turns into a ball of radius 30 cm (the same), or the platform becomes a dynamic body of 2 kg (it falls
+    0.9 m to the floor with the cube on it). The platform stirs the sleeper it touched, the changed body wakes
+    (neither pose was written), and the rows of their pairs are made again, not kept: each moves as the same body
+    never put to sleep moves (within 1 mm), with and without kept rows."""
     bodies = KEEP_SCENES["cube on a static platform"]()
     sims = {
         (sleep, keep): scene.build(
@@ -153,6 +156,7 @@ def test_a_shape_or_size_written_by_hand_wakes_the_sleepers_it_concerns(how):
         "platform made thinner": (2, "size", None, 0.04),
         "sleeper grown": (3, "size", (0.3, 0.3, 0.3), 0.05),
         "sleeper made a ball": (3, "shape", int(ShapeType.SPHERE), 0.05),
+        "platform made dynamic": (1, "response", int(Response.DYNAMIC), 0.9),
     }[how]
     start = {k: scene.column(sim, "position")[0, row] for k, sim in sims.items()}
     for sim in sims.values():
@@ -161,6 +165,11 @@ def test_a_shape_or_size_written_by_hand_wakes_the_sleepers_it_concerns(how):
         elif how == "sleeper made a ball":
             edit(sim, "shape", 3, int(ShapeType.SPHERE))
             edit(sim, "size", 3, (0.3, 0.0, 0.0))
+        elif how == "platform made dynamic":
+            mass, (a, b, c) = 2.0, (0.4, 0.4, 0.1)  # kg; half extents [m]
+            edit(sim, "response", 1, value)
+            edit(sim, "mass", 1, mass)
+            edit(sim, "inv_inertia", 1, np.diag([3.0 / (mass * (y * y + z * z)) for y, z in ((b, c), (a, c), (a, b))]))
         else:
             edit(sim, column, row, value)
     for _ in range(20):
@@ -313,7 +322,7 @@ def held_pairs(sim: ecs.BatchSim, sleep: int) -> int:
 
 def nudge(sim: ecs.BatchSim, step: int) -> None:
     """Wakes bodies now and then: a push on the last body, a lift of the first dynamic one, a static body moved,
-    the last dynamic one grown by 2 % (its size written by hand)."""
+    the last dynamic one grown by 2 % (its size written by hand), the last static box made a dynamic one of 1 kg."""
     response = scene.column(sim, "response")[0]
     if step == 12:
         velocity = scene.column(sim, "linear_velocity")
@@ -334,6 +343,14 @@ def nudge(sim: ecs.BatchSim, step: int) -> None:
         size = scene.column(sim, "size")
         size[0, len(response) - 1 - np.argmax(response[::-1] == int(Response.DYNAMIC))] *= 1.02
         sim.tables["body"]["size"].assign(size)
+    if step == 44:
+        shape = scene.column(sim, "shape")[0]
+        static = np.flatnonzero((response == int(Response.STATIC)) & (shape == int(ShapeType.BOX)))
+        if len(static):
+            a, b, c = scene.column(sim, "size")[0, static[-1]]
+            edit(sim, "response", static[-1], int(Response.DYNAMIC))
+            edit(sim, "mass", static[-1], 1.0)
+            edit(sim, "inv_inertia", static[-1], np.diag([3.0 / (y * y + z * z) for y, z in ((b, c), (a, c), (a, b))]))
 
 
 def assert_same_tables(a: ecs.BatchSim, b: ecs.BatchSim, *, rows_in_use: bool, label: str) -> None:
@@ -357,7 +374,7 @@ def test_kept_contact_rows_are_the_rows_the_narrowphase_makes(cpu_blocks, name, 
     made then (``keep_resting_contacts``) rather than being collided again: every table, contact rows and pair rows
     included, is the same bit for bit as with every pair collided every substep, through sleeping (a ball falls
     asleep while still rolling, 6 mm/s), wake-ups (a push, a written pose, a static body moved under or beside
-    sleepers, a size written) and sleeping again; in the scene's order and reversed, a thread or a block of lanes per world."""
+    sleepers, a size or response written) and sleeping again; in the scene's order and reversed, a thread or a block of lanes per world."""
     for order in (1, -1):
         bodies = KEEP_SCENES[name]()[::order]
         sims = {
