@@ -301,11 +301,22 @@ def state_of(storage: Storage, *, seed: int, world_offset: int) -> dict[str, Any
     }
 
 
-def restore(storage: Storage, state: Mapping[str, Any]) -> tuple[int, int, list[str]]:
-    """Writes a checked ``state_dict()`` into ``storage``; returns its seed, world offset and the arrays brought
-    across from an earlier form by their components' ``upgrade`` (none for a state of this engine).
+@dataclasses.dataclass(frozen=True)
+class CheckedState:
+    """A state that ``check_state`` found fit to load into a simulation: its seed, world offset, the arrays to write
+    (by their ``state_dict()`` names, upgraded where their components say how) and the names of those upgraded."""
 
-    Everything is checked before anything is written, so a refused state changes nothing.
+    seed: int
+    world_offset: int
+    arrays: Mapping[str, Any]
+    upgraded: list[str]
+
+
+def check_state(storage: Storage, state: Mapping[str, Any]) -> CheckedState:
+    """Everything ``restore`` checks of ``state`` for ``storage``, writing nothing.
+
+    Raises:
+        StateDictError: naming the first problem.
     """
     env, num_worlds = storage.env, storage.num_worlds
     if not isinstance(state, Mapping) or "arrays" not in state:
@@ -343,11 +354,27 @@ def restore(storage: Storage, state: Mapping[str, Any]) -> tuple[int, int, list[
         if v.shape != shape or v.dtype != dtype:
             raise StateDictError(f"state dict array {k!r} is {v.dtype}{v.shape}, expected {dtype}{shape}")
     capacities = {a.name: a.capacity for a in env.archetypes}
-    check_values({k: np.asarray(arrays[k]) for k in mine}, components=storage.components(), capacities=capacities)
-    for k, arr in mine.items():
-        arr.assign(np.asarray(arrays[k]))
+    checked = {k: np.asarray(arrays[k]) for k in mine}
+    check_values(checked, components=storage.components(), capacities=capacities)
+    return CheckedState(int(seed), int(world_offset), checked, upgraded)
+
+
+def write_state(storage: Storage, checked: CheckedState) -> None:
+    """Writes a state that ``check_state`` passed for ``storage`` into it."""
+    for k, arr in storage.state_arrays().items():
+        arr.assign(checked.arrays[k])
     # The captured reset reads seed and world offset from device arrays: update those too, or
     # the next episode would draw from this simulation's construction seed.
-    storage.seed.assign(np.array([seed], dtype=np.int32))
-    storage.world_offset.assign(np.array([world_offset], dtype=np.int32))
-    return int(seed), int(world_offset), upgraded
+    storage.seed.assign(np.array([checked.seed], dtype=np.int32))
+    storage.world_offset.assign(np.array([checked.world_offset], dtype=np.int32))
+
+
+def restore(storage: Storage, state: Mapping[str, Any]) -> CheckedState:
+    """Writes a checked ``state_dict()`` into ``storage``; returns what was checked: its seed, world offset and the
+    arrays brought across from an earlier form by their components' ``upgrade`` (none for a state of this engine).
+
+    Everything is checked before anything is written, so a refused state changes nothing.
+    """
+    checked = check_state(storage, state)
+    write_state(storage, checked)
+    return checked

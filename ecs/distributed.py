@@ -259,6 +259,74 @@ class DistContext:
             tuple(float(t) for t in rows[:, 1].tolist()),
         )
 
+    def state_path(self, path: str | os.PathLike) -> str:
+        """This rank's file of the distributed checkpoint ``path``: ``run.npz`` -> ``run.rank1-of-4.npz``."""
+        root, ext = os.path.splitext(os.fspath(path))
+        return f"{root}.rank{self.rank}-of-{self.world_size}{ext or '.npz'}"
+
+    def _check_sim(self, sim: BatchSim) -> None:
+        if sim.world_offset != self.world_offset or sim.num_worlds != self.num_worlds:
+            raise EcsError(
+                f"rank {self.rank} simulates worlds {self.world_offset}..{self.world_offset + self.num_worlds - 1}, "
+                f"but this simulation holds worlds {sim.world_offset}..{sim.world_offset + sim.num_worlds - 1}; "
+                "pass the simulation make_sim() built on this rank"
+            )
+
+    def save(self, sim: BatchSim, path: str | os.PathLike) -> str:
+        """Saves this rank's simulation to its file of ``path`` (``state_path``, atomically, as ``sim.save``) and
+        waits until every rank has saved; returns the file. Call it on every rank.
+
+        Raises:
+            EcsError: ``sim`` is not this rank's simulation (other worlds).
+        """
+        self._check_sim(sim)
+        file = self.state_path(path)
+        sim.save(file)
+        self.barrier()
+        return file
+
+    def load(self, sim: BatchSim, path: str | os.PathLike) -> list[str]:
+        """Loads every rank's file of ``path`` (``state_path``) into its simulation, or none. Each rank first reads
+        and checks its own file, as ``sim.load`` does, and that it holds this rank's worlds (a file of another rank,
+        or of a run that split its worlds otherwise, would silently duplicate worlds); where any rank's is refused,
+        every rank raises the same ``StateDictError``, naming each such rank and why, and no simulation changes.
+        Call it on every rank.
+
+        Returns:
+            The arrays brought across from an earlier form, as ``sim.load_state_dict`` returns them.
+
+        Raises:
+            EcsError: ``sim`` is not this rank's simulation.
+            StateDictError: some rank's file is missing, damaged or not for its simulation.
+        """
+        from . import checkpoint
+        from .errors import StateDictError
+
+        self._check_sim(sim)
+        file = self.state_path(path)
+        checked, problem = None, None
+        try:
+            state = checkpoint.load_state(file)
+            offset = state.get("world_offset")
+            if offset != self.world_offset:
+                raise StateDictError(
+                    f"{file!r} holds the worlds from {offset!r} on, where this rank's start at {self.world_offset}: "
+                    "it was saved by another rank, or by a run that split its worlds otherwise"
+                )
+            checked = checkpoint.check_state(sim.storage, state)
+        except StateDictError as e:
+            problem = str(e)
+        refused = [(rank, p) for rank, p in enumerate(self.gather(problem)) if p is not None]
+        if refused:
+            raise StateDictError(
+                "distributed checkpoint not loaded, no rank changed: "
+                + "; ".join(f"rank {rank}: {p}" for rank, p in refused)
+            )
+        assert checked is not None
+        upgraded = sim._write_state(checked)
+        self.barrier()
+        return upgraded
+
     @contextlib.contextmanager
     def window(self) -> Iterator[Window]:
         """Times a block on this rank: a barrier and a device sync first, a device sync at the end.

@@ -351,9 +351,14 @@ class BatchSim:
             their components' ``upgrade`` (``ecs.zeros_if_missing``, ``ecs.zero_padded``), by their names in
             ``state_dict()["arrays"]``; empty for a state of this engine.
         """
-        self.seed, self.world_offset, upgraded = checkpoint.restore(self.storage, state)
+        return self._write_state(checkpoint.check_state(self.storage, state))
+
+    def _write_state(self, checked: checkpoint.CheckedState) -> list[str]:
+        """Writes a state that ``checkpoint.check_state`` passed for this simulation; returns what it upgraded."""
+        checkpoint.write_state(self.storage, checked)
+        self.seed, self.world_offset = checked.seed, checked.world_offset
         self.flags.clear()
-        return upgraded
+        return checked.upgraded
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes ``state_dict()`` to ``path`` atomically (a temporary file beside it, then a rename).

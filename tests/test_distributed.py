@@ -183,7 +183,7 @@ def test_bad_backend_and_world_offset_are_refused(monkeypatch):
         distributed.make_sim(envs.make("cartpole"), 4, device="cpu", world_offset=2)
 
 
-def test_single_process_without_torchrun_is_rank_zero_of_one(monkeypatch):
+def test_single_process_without_torchrun_is_rank_zero_of_one(monkeypatch, tmp_path):
     import envs
 
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
@@ -200,10 +200,58 @@ def test_single_process_without_torchrun_is_rank_zero_of_one(monkeypatch):
             sim.step()
         t = ctx.throughput(6, w.elapsed_s)
         assert (t.world_steps, t.elapsed_s, t.rank_elapsed_s) == (6, w.elapsed_s, (w.elapsed_s,))
+        # A checkpoint of one rank: its own file, resumed; a file of other worlds refused, nothing changed.
+        assert ctx.state_path("run") == "run.rank0-of-1.npz" and ctx.state_path("a/run.pt") == "a/run.rank0-of-1.pt"
+        path = tmp_path / "run.npz"
+        assert ctx.save(sim, path) == str(tmp_path / "run.rank0-of-1.npz")
+        fresh = distributed.make_sim(envs.make("cartpole"), 6, device="cpu", seed=9)
+        assert ctx.load(fresh, path) == []
+        assert fresh.state_dict()["arrays"].keys() == sim.state_dict()["arrays"].keys()
+        for key, value in sim.state_dict()["arrays"].items():
+            np.testing.assert_array_equal(fresh.state_dict()["arrays"][key], value, err_msg=key)
+        shifted = ecs.BatchSim(envs.make("cartpole"), 6, device="cpu", world_offset=6)
+        shifted.save(tmp_path / "run.rank0-of-1.npz")
+        before = fresh.state_dict()["arrays"]["singleton/rng"].copy()
+        with pytest.raises(
+            ecs.StateDictError, match=r"rank 0: .* holds the worlds from 6 on, where this rank's start at 0"
+        ):
+            ctx.load(fresh, path)
+        np.testing.assert_array_equal(fresh.state_dict()["arrays"]["singleton/rng"], before)
+        with pytest.raises(ecs.EcsError, match=r"rank 0 simulates worlds 0..5, but this simulation holds worlds 6..11"):
+            ctx.load(shifted, path)
     finally:
         distributed.shutdown()
     with pytest.raises(ecs.EcsError, match="no distributed context"):
         distributed.context()
+
+
+def test_a_distributed_checkpoint_resumes_every_rank_or_none(rollouts, tmp_path):
+    """``ctx.save`` writes one file a rank (``ckpt.rank1-of-2.npz``); ``ctx.load`` into fresh simulations of the
+    same worlds resumes every rank bit for bit. Files swapped between the ranks (each holds the other's worlds) or
+    missing on one rank are refused on every rank, naming the ranks and why, with no simulation changed; a
+    simulation of other worlds is refused by ``ctx.save``."""
+    run(
+        ["-m", "tests.dist_checkpoint", "--num-worlds", str(RANKS * WORLDS_PER_RANK), "--out", str(tmp_path)],
+        ranks=RANKS,
+    )
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(RANKS)]
+    for rank, result in enumerate(results):
+        assert result["file"] == f"ckpt.rank{rank}-of-{RANKS}.npz"
+        assert result["resumed"] and result["upgraded"] == []
+        assert (
+            f"rank {rank} simulates worlds {rank * WORLDS_PER_RANK}..{rank * WORLDS_PER_RANK + 3}"
+            in result["other_sim"]
+        )
+        swapped, missing = result["swapped"], result["missing"]
+        assert swapped["unchanged"] and missing["unchanged"]
+        assert swapped["error"].startswith("distributed checkpoint not loaded, no rank changed: rank 0: ")
+        assert "holds the worlds from 4 on, where this rank's start at 0" in swapped["error"]
+        assert (
+            "rank 1: " in swapped["error"]
+            and "holds the worlds from 0 on, where this rank's start at 4" in swapped["error"]
+        )
+        assert "rank 0" not in missing["error"] and "rank 1: no saved state at" in missing["error"]
+    assert results[0]["swapped"]["error"] == results[1]["swapped"]["error"]
 
 
 def test_dist_bench_two_ranks(rollouts):
