@@ -25,6 +25,12 @@ multiplied by ``--reward-scale`` for learning only.
     python examples/train_hide_and_seek.py --steps 3000          # tiny CPU run, out/hns_ppo/{policy.pt, learning_curve.png, result.json}
     python examples/train_hide_and_seek.py --steps 2000000       # a longer run
     python examples/train_hide_and_seek.py --watch out/hns_ppo/policy.pt   # greedy, sampled and random returns per team
+    python examples/train_hide_and_seek.py --steps 4000000 --resume out/hns_ppo   # go on from the last save
+
+Every save also writes what a run needs to go on (``resume.pt``: the optimiser, the random number generators, the
+learning curve and counters; ``sim-<iteration>.npz``: the simulation's state, ``sim.save``). ``--resume DIR`` goes on from
+there to ``--steps`` in all, with the same updates as a run never stopped, bit for bit on the same device; the
+options that shape training must be the ones the run was started with.
 """
 
 from __future__ import annotations
@@ -289,6 +295,12 @@ def make_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out-dir", default="out/hns_ppo", help="checkpoint and plot folder (default out/hns_ppo)")
     p.add_argument(
+        "--resume",
+        metavar="DIR",
+        default=None,
+        help="go on from the last save in DIR (its resume.pt and the simulation state it names) to --steps in all",
+    )
+    p.add_argument(
         "--threads", type=int, default=1, help="torch CPU threads (default 1: small matrices run fastest on one)"
     )
     p.add_argument("--device", default=None, help="cpu or cuda:N (default: cuda:0 when present, else cpu)")
@@ -299,6 +311,31 @@ def make_parser() -> argparse.ArgumentParser:
 
 def _per_team(sums: list[float], agents: list[float]) -> list[float]:
     return [s / a if a else float("nan") for s, a in zip(sums, agents, strict=True)]
+
+
+# Options that do not change what a run computes (where it writes, how long it goes, how it reports).
+_NOT_TRAINING = {"steps", "time_budget", "save_every", "out_dir", "threads", "device", "no_progress", "resume", "watch"}
+
+
+def training_options(args: argparse.Namespace) -> dict:
+    return {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_TRAINING}
+
+
+def load_resume(folder: Path, args: argparse.Namespace, device: torch.device) -> dict:
+    """The state a save in ``folder`` left to go on from, checked against this run's training options."""
+    path = folder / "resume.pt"
+    if not path.is_file():
+        raise SystemExit(f"--resume {folder}: no resume.pt there; give the --out-dir of an earlier run")
+    saved = torch.load(path, map_location=device, weights_only=True)
+    if not (folder / saved["sim"]).is_file():
+        raise SystemExit(f"--resume {folder}: resume.pt names {saved['sim']}, which is not there")
+    differs = {
+        k: (v, saved["options"].get(k)) for k, v in training_options(args).items() if saved["options"].get(k) != v
+    }
+    if differs:
+        named = ", ".join(f"--{k.replace('_', '-')} {new} here, {old} there" for k, (new, old) in differs.items())
+        raise SystemExit(f"--resume {folder}: the run was started with other training options ({named}); pass its own")
+    return saved
 
 
 def train(args: argparse.Namespace) -> dict:
@@ -317,13 +354,15 @@ def train(args: argparse.Namespace) -> dict:
     team_returns = TeamReturns(sim)
     print(f"built {W} hide_and_seek worlds on {sim.device} in {time.perf_counter() - t_start:.2f} s")
 
-    t0 = time.perf_counter()
-    baseline = random_baseline(sim, team_returns, gen)
-    warmup = desynchronise(sim, team_returns, gen)
-    print(
-        f"random policy over {W} episodes: hider return {baseline[0]:.1f}, seeker return {baseline[1]:.1f} "
-        f"({W * sim.env.max_episode_steps + warmup} random env steps in {time.perf_counter() - t0:.1f} s)"
-    )
+    saved = load_resume(Path(args.resume), args, dev) if args.resume else None
+    if saved is None:
+        t0 = time.perf_counter()
+        baseline = random_baseline(sim, team_returns, gen)
+        warmup = desynchronise(sim, team_returns, gen)
+        print(
+            f"random policy over {W} episodes: hider return {baseline[0]:.1f}, seeker return {baseline[1]:.1f} "
+            f"({W * sim.env.max_episode_steps + warmup} random env steps in {time.perf_counter() - t0:.1f} s)"
+        )
 
     # Rollout storage, allocated once: [T, W, 6, ...] per observation key.
     b_obs = {k: torch.zeros((T, *v.shape), dtype=v.dtype, device=dev) for k, v in obs.items()}
@@ -342,12 +381,29 @@ def train(args: argparse.Namespace) -> dict:
 
     curve: list[tuple[int, float, float, float]] = []  # (env steps, seconds, hider, seeker return)
     window: list[tuple[int, list[float], list[float]]] = []  # the last iterations' finished episodes
-    steps, episodes_total = 0, 0
+    steps, episodes_total, first, trained_s = 0, 0, 1, 0.0
     means = [float("nan"), float("nan")]
     losses: dict[str, float] = {}
-    bar = tqdm(total=iterations * batch, unit="step", disable=args.no_progress, mininterval=0.5)
+    if saved is not None:
+        sim.load(Path(args.resume) / saved["sim"])
+        model.load_state_dict(saved["model"])
+        optim.load_state_dict(saved["optim"])
+        torch.set_rng_state(saved["rng"].cpu())
+        if dev.type == "cuda":
+            torch.cuda.set_rng_state(saved["cuda_rng"].cpu(), dev)
+        gen.set_state(saved["gen"].cpu())
+        team_returns.running.copy_(saved["running"])
+        baseline, means, losses = saved["baseline"], saved["means"], saved["losses"]
+        curve = [tuple(c) for c in saved["curve"]]
+        window = [(w[0], w[1], w[2]) for w in saved["window"]]
+        steps, episodes_total, trained_s = saved["env_steps"], saved["episodes"], saved["train_s"]
+        first = saved["iteration"] + 1
+        print(f"resumed from {args.resume} after {steps} env steps, {first - 1} iterations")
+    bar = tqdm(total=iterations * batch, initial=steps, unit="step", disable=args.no_progress, mininterval=0.5)
     t_train = time.perf_counter()
-    for it in range(1, iterations + 1):
+    it = first - 1
+    result = None
+    for it in range(first, iterations + 1):
         with torch.no_grad():
             for t in range(T):
                 for k, v in obs.items():
@@ -427,7 +483,7 @@ def train(args: argparse.Namespace) -> dict:
         tot_s = [sum(w[1][j] for w in window) for j in range(len(TEAMS))]
         tot_a = [sum(w[2][j] for w in window) for j in range(len(TEAMS))]
         means = _per_team(tot_s, tot_a)
-        elapsed = time.perf_counter() - t_train
+        elapsed = trained_s + time.perf_counter() - t_train
         curve.append((steps, elapsed, means[0], means[1]))
         bar.update(batch)
         bar.set_postfix(it=it, hider=f"{means[0]:.1f}", seeker=f"{means[1]:.1f}")
@@ -449,9 +505,12 @@ def train(args: argparse.Namespace) -> dict:
                 "curve": [{"env_steps": c[0], "seconds": c[1], "hider": c[2], "seeker": c[3]} for c in curve],
             }
             checkpoint, plot = save_run(Path(args.out_dir), model, arch, curve, baseline, result)
+            save_resume(Path(args.out_dir), args, sim, model, optim, gen, team_returns, result, window, means, it)
         if last:
             break
     bar.close()
+    if result is None:
+        raise SystemExit(f"--resume {args.resume}: that run already reached {steps} env steps; ask for more --steps")
     print(
         f"after {steps} env steps, {it} iterations, {result['train_s']:.1f} s training "
         f"({time.perf_counter() - t_start:.1f} s wall): hider return {means[0]:.2f} (random {baseline[0]:.2f}), "
@@ -459,6 +518,52 @@ def train(args: argparse.Namespace) -> dict:
     )
     print(f"saved {checkpoint}" + (f" and {plot}" if plot else ""))
     return result
+
+
+def save_resume(
+    out: Path,
+    args: argparse.Namespace,
+    sim: ecs.BatchSim,
+    model: nn.Module,
+    optim: torch.optim.Optimizer,
+    gen: torch.Generator,
+    team_returns: TeamReturns,
+    result: dict,
+    window: list,
+    means: list[float],
+    iteration: int,
+) -> None:
+    """Writes what ``--resume`` needs to go on from here: the simulation's state (``sim-<iteration>.npz``), then
+    ``resume.pt``, which names it, in its place at once; then removes older states. A run killed at any point
+    leaves a ``resume.pt`` and the state it names."""
+    sim_file = f"sim-{iteration}.npz"
+    sim.save(out / sim_file)
+    state = {
+        "sim": sim_file,
+        "options": training_options(args),
+        "model": model.state_dict(),
+        "optim": optim.state_dict(),
+        "rng": torch.get_rng_state(),
+        "gen": gen.get_state(),
+        "running": team_returns.running,
+        "baseline": [result["random_hider_return"], result["random_seeker_return"]],
+        "means": means,
+        "losses": result["losses"],
+        "curve": [[c["env_steps"], c["seconds"], c["hider"], c["seeker"]] for c in result["curve"]],
+        "window": [[w[0], w[1], w[2]] for w in window],
+        "env_steps": result["env_steps"],
+        "episodes": result["episodes"],
+        "train_s": result["train_s"],
+        "iteration": iteration,
+    }
+    if sim.rewards.device.type == "cuda":
+        state["cuda_rng"] = torch.cuda.get_rng_state(sim.rewards.device)
+    tmp = out / "resume.pt.tmp"
+    torch.save(state, tmp)
+    tmp.replace(out / "resume.pt")
+    for old in out.glob("sim-*.npz"):
+        if old.name != sim_file:
+            old.unlink()
 
 
 def save_run(

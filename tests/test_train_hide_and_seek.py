@@ -95,7 +95,8 @@ def test_masked_pooling_ignores_masked_entities() -> None:
             assert bool(((_outputs(model, changed)[0] - ref[0]).abs() > 1e-6).all())
 
 
-def _run(*args: str) -> str:
+def _run(*args: str, returncode: int = 0) -> str:
+    """The script's stdout (its stderr where it is to fail)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(
@@ -107,15 +108,31 @@ def _run(*args: str) -> str:
         timeout=TIMEOUT,
         check=False,
     )
-    assert proc.returncode == 0, f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    return proc.stdout
+    assert proc.returncode == returncode, (
+        f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    return proc.stdout if returncode == 0 else proc.stderr
+
+
+TINY = [
+    "--num-worlds",
+    "4",
+    "--rollout",
+    "8",
+    "--epochs",
+    "1",
+    "--minibatches",
+    "2",
+    "--device",
+    "cpu",
+    "--no-progress",
+]
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out_dir = tmp_path_factory.mktemp("hns") / "ppo"
-    args = ["--num-worlds", "4", "--rollout", "8", "--steps", "64", "--epochs", "1", "--minibatches", "2"]
-    out = _run(*args, "--device", "cpu", "--out-dir", str(out_dir), "--no-progress")
+    out = _run(*TINY, "--steps", "64", "--out-dir", str(out_dir))
     assert "built 4 hide_and_seek worlds on cpu" in out
     assert re.search(r"random policy over 4 episodes: hider return [-\d.]+, seeker return [-\d.]+", out), out
     assert re.search(r"after 64 env steps, 2 iterations", out), out
@@ -151,3 +168,49 @@ def test_watch_checkpoint(trained: Path) -> None:
         )
         assert line is not None, out
         assert int(line.group(1)) == 4 and math.isfinite(float(line.group(2))) and math.isfinite(float(line.group(3)))
+
+
+def test_a_resumed_run_goes_on_as_a_run_never_stopped(trained: Path, tmp_path: Path) -> None:
+    """Resumed from the tiny run's last save (2 iterations) to 4 iterations, the run ends with the same weights,
+    learning curve, losses and episode counts as one run of 4 iterations, bit for bit; the save names its own
+    simulation state. Other training options, a folder without a save, or no steps left are refused, naming why."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    _run(*TINY, "--steps", "128", "--out-dir", str(straight))
+    assert sorted(p.name for p in trained.glob("sim-*.npz")) == ["sim-2.npz"]
+    out = _run(*TINY, "--steps", "128", "--out-dir", str(resumed), "--resume", str(trained))
+    assert (
+        "resumed from" in out
+        and "after 64 env steps, 2 iterations" in out
+        and "after 128 env steps, 4 iterations" in out
+    )
+    assert "random policy over" not in out  # the baseline comes from the save
+    a, b = (json.loads((d / "result.json").read_text()) for d in (straight, resumed))
+    for key in ("env_steps", "iterations", "episodes", "hider_return", "seeker_return", "losses"):
+        assert a[key] == b[key], key
+    assert a["random_hider_return"] == b["random_hider_return"]
+    assert [(c["env_steps"], c["hider"], c["seeker"]) for c in a["curve"]] == [
+        (c["env_steps"], c["hider"], c["seeker"]) for c in b["curve"]
+    ]
+    wa, wb = (torch.load(d / "policy.pt", map_location="cpu", weights_only=True)["model"] for d in (straight, resumed))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    w2 = torch.load(trained / "policy.pt", map_location="cpu", weights_only=True)["model"]
+    assert not all(torch.equal(wa[k], w2[k]) for k in wa)  # the last two updates changed the weights
+    assert sorted(p.name for p in resumed.glob("sim-*.npz")) == ["sim-4.npz"]
+
+    err = _run(
+        *TINY,
+        "--steps",
+        "128",
+        "--rollout",
+        "16",
+        "--out-dir",
+        str(tmp_path / "x"),
+        "--resume",
+        str(trained),
+        returncode=1,
+    )
+    assert "the run was started with other training options (--rollout 16 here, 8 there)" in err
+    err = _run(*TINY, "--steps", "128", "--out-dir", str(tmp_path / "x"), "--resume", str(tmp_path), returncode=1)
+    assert "no resume.pt there" in err
+    err = _run(*TINY, "--steps", "64", "--out-dir", str(tmp_path / "x"), "--resume", str(trained), returncode=1)
+    assert "that run already reached 64 env steps; ask for more --steps" in err
