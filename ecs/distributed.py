@@ -323,7 +323,7 @@ class DistContext:
                 + "; ".join(f"rank {rank}: {p}" for rank, p in refused)
             )
         assert checked is not None
-        upgraded = sim._write_state(checked)
+        upgraded = sim.load_checked_state(checked)
         self.barrier()
         return upgraded
 

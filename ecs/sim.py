@@ -351,10 +351,12 @@ class BatchSim:
             their components' ``upgrade`` (``ecs.zeros_if_missing``, ``ecs.zero_padded``), by their names in
             ``state_dict()["arrays"]``; empty for a state of this engine.
         """
-        return self._write_state(checkpoint.check_state(self.storage, state))
+        return self.load_checked_state(checkpoint.check_state(self.storage, state))
 
-    def _write_state(self, checked: checkpoint.CheckedState) -> list[str]:
-        """Writes a state that ``checkpoint.check_state`` passed for this simulation; returns what it upgraded."""
+    def load_checked_state(self, checked: checkpoint.CheckedState) -> list[str]:
+        """The second half of ``load_state_dict``: writes a state that ``ecs.checkpoint.check_state(sim.storage,
+        state)`` passed for this simulation, and returns what it upgraded. For callers that check the states of
+        several simulations before writing any (``ecs.distributed``'s ``load``)."""
         checkpoint.write_state(self.storage, checked)
         self.seed, self.world_offset = checked.seed, checked.world_offset
         self.flags.clear()

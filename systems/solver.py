@@ -301,16 +301,21 @@ class SleepCount:
     value: wp.int32
 
 
+# What the solver last saw of a body (``BodyBefore``): size x, y, z [m], 4 shape + response, friction.
+BodyRecord = wp.types.vector(length=5, dtype=wp.float32)
+
+
 @ecs.component(upgrade=ecs.zeros_if_missing)
 class BodyBefore:
-    """Solver state: the body's size [m] (``x, y, z``), shape and response (``w``: ``4 shape + response``, a
-    ``geometry.ShapeType`` and a ``rigid_body.Response``) as the solver last saw them at a substep's start
-    (``lock_sleepers``). One written by hand since (not by ``place_body``, which starts the count again anyway)
-    starts the body's ``SleepCount`` again: a sleeper wakes, a static body stirs the sleepers it touches (a static
-    body made dynamic falls), and neither keeps the rows of its pairs. ``w`` below 4 (shape 0) where none was seen
-    yet: a new simulation, or a state saved before the column existed, with nothing to compare."""
+    """Solver state: what holds the body at rest as the solver last saw it at a substep's start (``lock_sleepers``):
+    its size [m] (entries 0 to 2), shape and response (entry 3: ``4 shape + response``, a ``geometry.ShapeType``
+    and a ``rigid_body.Response``) and friction (entry 4). One written by hand since (not by ``place_body``, which
+    starts the count again anyway) starts the body's ``SleepCount`` again: a sleeper wakes, a static body stirs the
+    sleepers it touches (a static body made dynamic falls, a cube on a slope made slippery slides), and neither keeps
+    the rows of its pairs. Entry 3 below 4 (shape 0) where none was seen yet: a new simulation, or a state saved
+    before the column existed, with nothing to compare."""
 
-    value: wp.vec4
+    value: BodyRecord
 
 
 @ecs.component(upgrade=ecs.zeros_if_missing)
@@ -622,7 +627,7 @@ def lock_sleepers(
     torque: wp.array2d[wp.vec3],
     shape: wp.array2d[wp.int32],
     size: wp.array2d[wp.vec3],
-    body_before: wp.array2d[wp.vec4],
+    body_before: wp.array2d[BodyRecord],
     sleep_count: wp.array2d[wp.int32],
     world: int,
     sleep_substeps: int,
@@ -635,16 +640,26 @@ def lock_sleepers(
     keeps its pose, its substep's start pose and zero velocity; anything else was written since). A body that
     would sleep but is acted on wakes: its count starts again. A static body's count starts again where its pose was
     written (the solver leaves its substep's start pose equal to its pose): it stirs the sleepers it touches
-    (``stirs``). Any body's count starts again where its shape, size or response differs from what the solver last
-    saw (``BodyBefore``, updated here)."""
+    (``stirs``). Any body's count starts again where its shape, size, response or friction differs from what the
+    solver last saw (``BodyBefore``, updated here)."""
     for i in range(lane, bodies.alive.shape[1], lanes):
         lock = locked_by[world, i]
         counted = sleep_substeps > 0 and bodies.alive[world, i] != 0
         if counted:
             extent = size[world, i]
-            seen = wp.vec4(extent[0], extent[1], extent[2], float(shape[world, i] * 4 + bodies.response[world, i]))
+            seen = BodyRecord(
+                extent[0],
+                extent[1],
+                extent[2],
+                float(shape[world, i] * 4 + bodies.response[world, i]),
+                bodies.friction[world, i],
+            )
             before = body_before[world, i]
-            if seen[0] != before[0] or seen[1] != before[1] or seen[2] != before[2] or seen[3] != before[3]:
+            changed = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+            for e in range(5):
+                if seen[e] != before[e]:
+                    changed = True
+            if changed:
                 if before[3] >= 4.0:  # written since the solver last saw it (below 4: nothing seen yet)
                     sleep_count[world, i] = 0
                 body_before[world, i] = seen
@@ -2032,7 +2047,7 @@ SolverMotion = ecs.bundle(
         ("body_vertices", wp.vec3, (8,)),
         ("motion_lock", wp.int32),
         ("sleep_count", wp.int32),
-        ("body_before", wp.vec4),
+        ("body_before", BodyRecord),
     ],
 )
 SolverPairs = ecs.bundle("SolverPairs", [("pair_body_a", wp.int32), ("pair_body_b", wp.int32)])

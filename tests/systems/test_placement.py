@@ -52,8 +52,10 @@ def test_body_columns_are_the_physics_body_columns():
     names = {c.name for c in physics.body_components()} | {"alive", "generation"}
     placed = set(BodyColumns.vars)
     # Everything but the broadphase boxes and the solver's scratch, which find_pairs and step_bodies
-    # recompute before reading them.
+    # recompute before reading them, and the solver's record of each body (body_before), which place_body need not
+    # write: a placed body's rest count starts again anyway, and the next substep records it anew.
     scratch = {
+        "body_before",
         "aabb_lower",
         "aabb_upper",
         "split_count",

@@ -5,6 +5,8 @@ awake body ends, and wake into the motion the awake body has."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -131,6 +133,21 @@ def edit(sim: ecs.BatchSim, column: str, row: int, value) -> None:
     sim.tables["body"][column].assign(values)
 
 
+def awake_and_asleep(bodies: list[BodySpec], steps: int) -> dict[tuple[int, bool], ecs.BatchSim]:
+    """The scene never put to sleep, and sleeping after 8 substeps with and without kept rows (keyed by
+    ``(sleep_substeps, keep_resting_contacts)``), each stepped ``steps`` times."""
+    sims = {
+        (sleep, keep): scene.build(
+            bodies, PhysicsConfig(max_bodies=8, sleep_substeps=sleep, keep_resting_contacts=keep)
+        )
+        for sleep, keep in ((0, False), (8, True), (8, False))
+    }
+    for _ in range(steps):
+        for sim in sims.values():
+            sim.step()
+    return sims
+
+
 @pytest.mark.parametrize(
     "how", ["platform made thinner", "sleeper grown", "sleeper made a ball", "platform made dynamic"]
 )
@@ -142,15 +159,7 @@ def test_a_shape_size_or_response_written_by_hand_wakes_the_sleepers_it_concerns
     (neither pose was written), and the rows of their pairs are made again, not kept: each moves as the same body
     never put to sleep moves (within 1 mm), with and without kept rows."""
     bodies = KEEP_SCENES["cube on a static platform"]()
-    sims = {
-        (sleep, keep): scene.build(
-            bodies, PhysicsConfig(max_bodies=8, sleep_substeps=sleep, keep_resting_contacts=keep)
-        )
-        for sleep, keep in ((0, False), (8, True), (8, False))
-    }
-    for _ in range(10):
-        for sim in sims.values():
-            sim.step()
+    sims = awake_and_asleep(bodies, 10)
     assert asleep(sims[8, True])[2:4].all()
     row, column, value, moved = {
         "platform made thinner": (2, "size", None, 0.04),
@@ -180,6 +189,40 @@ def test_a_shape_size_or_response_written_by_hand_wakes_the_sleepers_it_concerns
     assert abs(abs(drop) - moved) < 0.005, (how, drop)  # awake: it moved by what the write asks
     for key in ((8, True), (8, False)):
         np.testing.assert_allclose(got[key], got[0, False], atol=1e-3, err_msg=f"{how}, sleep and keep {key}")
+
+
+def test_a_friction_written_by_hand_wakes_a_sleeper_held_on_a_slope():
+    """A cube asleep on a static slope of 20 degrees, held by friction 0.6 (more than tan 20 = 0.36). By hand, the
+    friction of both goes to 0.05: the slope stirs the sleeper and the cube wakes, and it slides down as the same
+    cube never put to sleep does (about 0.3 m in 0.5 s, within 1 mm of it), with and without kept rows."""
+    angle = math.radians(20.0)
+    turn = (0.0, math.sin(angle / 2), 0.0, math.cos(angle / 2))  # about y: the slope falls towards +x
+    normal = np.array([math.sin(angle), 0.0, math.cos(angle)])
+    slope = BodySpec(
+        ShapeType.BOX,
+        size=(1.0, 0.5, 0.05),
+        position=(0.0, 0.0, 1.0),
+        rotation=turn,
+        response=Response.STATIC,
+        friction=0.6,
+    )
+    along = np.array([math.cos(angle), 0.0, -math.sin(angle)])  # down the slope
+    centre = np.array([0.0, 0.0, 1.0]) - 0.3 * along + normal * (0.05 + HALF + 0.0005)
+    box = BodySpec(ShapeType.BOX, size=(HALF,) * 3, position=tuple(centre), rotation=turn, friction=0.6)
+    bodies = [scene.floor(), slope, box]
+    sims = awake_and_asleep(bodies, 15)
+    assert asleep(sims[8, True])[2]
+    start = scene.column(sims[0, False], "position")[0, 2]
+    for sim in sims.values():
+        edit(sim, "friction", 1, 0.05)
+        edit(sim, "friction", 2, 0.05)
+    for _ in range(15):
+        for sim in sims.values():
+            sim.step()
+    got = {k: scene.column(sim, "position")[0, 2] for k, sim in sims.items()}
+    assert 0.2 < (got[0, False] - start) @ along < 0.5, (start, got[0, False])  # slid down the slope
+    for key in ((8, True), (8, False)):
+        np.testing.assert_allclose(got[key], got[0, False], atol=1e-3, err_msg=f"sleep and keep {key}")
 
 
 def sleeping_stack() -> dict[int, ecs.BatchSim]:
