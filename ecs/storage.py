@@ -156,10 +156,11 @@ class Storage:
         return arrays
 
     def state_components(self) -> dict[str, Component]:
-        """The component behind each array of ``state_arrays`` that is an env's column or singleton, by its name
-        there (the engine's own columns, parameters and final observations have none)."""
+        """The component behind each array of ``state_arrays`` that is an env's column or singleton (a final
+        observation's is its observation's), by its name there (the engine's own columns and parameters have none)."""
         out = {f"table/{a.name}/{c.name}": c for a in self.env.archetypes for c in a.components}
         out.update({f"singleton/{n}": c for n, c in self.layout.singletons.items()})
+        out.update({f"final_obs/{k}": o.component for k, o in self.env.observations.items()})  # as the observation
         return out
 
     def components(self) -> dict[str, Component]:

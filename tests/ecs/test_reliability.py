@@ -265,6 +265,13 @@ def test_a_column_added_or_grown_since_a_state_was_saved_loads_where_its_compone
     assert not loaded["singleton/record"].any()
     for key, value in state["arrays"].items():
         np.testing.assert_array_equal(loaded[key], value, err_msg=key)
+    # A new observation: its singleton and its final observation, as its component says.
+    observed = dataclasses.replace(
+        _with_singleton(base, record), observations={**base.observations, "record": ecs.Observation(record)}
+    )
+    seen = ecs.BatchSim(observed, 4, device="cpu", seed=8)
+    assert seen.load_state_dict(state) == ["singleton/record", "final_obs/record"]
+    assert not seen.state_dict()["arrays"]["final_obs/record"].any()
 
     with_record = dict(state, arrays={**state["arrays"], "singleton/record": np.full((4, 2), 7, np.int32)})
     count = ecs.component(singleton=True, shape=(3,), name="record", upgrade=ecs.zero_padded)(
