@@ -365,7 +365,8 @@ SCRATCH_COMPONENTS = (
     BodyVertices,
     MotionLock,
 )
-STATE_COMPONENTS = (SleepCount, BodyBefore)  # solver state kept from step to step (checkpointed, compared across layouts)
+# Solver state kept from step to step (checkpointed, compared across layouts).
+STATE_COMPONENTS = (SleepCount, BodyBefore)
 PAIR_SCRATCH_COMPONENTS = (PairBefore, PairMarginBefore)  # of the ``pair`` archetype
 
 # The stages of a solver substep whose clock cycles a timed solver counts (``step_kernel(timed=True)``), in the
