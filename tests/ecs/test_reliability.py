@@ -53,6 +53,26 @@ def test_save_and_load_continue_bit_identically(tmp_path, device):
     assert _digest(fresh) == expected
 
 
+@pytest.mark.parametrize("name", ["foraging", "hide_and_seek"])
+def test_a_state_saved_on_one_device_loads_on_the_cpu(tmp_path, device, name):
+    """A file saved by a simulation on ``device`` (the GPU where present) loads into a CPU simulation of the same
+    env and config with every array as saved, and steps on there: a checkpoint of a GPU run can be inspected or
+    continued without one."""
+    env = envs.make(name)
+    sim = ecs.BatchSim(env, 3, device=device, seed=4)
+    _drive_any(sim, 12, seed=1)
+    path = tmp_path / "state.npz"
+    sim.save(path)
+    cpu = ecs.BatchSim(env, 3, device="cpu", seed=0)
+    assert cpu.load(path) == []
+    saved, loaded = sim.state_dict(), cpu.state_dict()
+    assert (loaded["seed"], loaded["world_offset"]) == (4, 0)
+    for key, value in saved["arrays"].items():
+        np.testing.assert_array_equal(loaded["arrays"][key], value, err_msg=key)
+    _drive_any(cpu, 5, seed=2)
+    cpu.check()
+
+
 def test_save_is_atomic(tmp_path, monkeypatch):
     sim = ecs.BatchSim(envs.make("cartpole"), 4, device="cpu")
     path = tmp_path / "state.npz"
