@@ -264,22 +264,31 @@ class DistContext:
         root, ext = os.path.splitext(os.fspath(path))
         return f"{root}.rank{self.rank}-of-{self.world_size}{ext or '.npz'}"
 
-    def _check_sim(self, sim: BatchSim) -> None:
-        if sim.world_offset != self.world_offset or sim.num_worlds != self.num_worlds:
-            raise EcsError(
-                f"rank {self.rank} simulates worlds {self.world_offset}..{self.world_offset + self.num_worlds - 1}, "
-                f"but this simulation holds worlds {sim.world_offset}..{sim.world_offset + sim.num_worlds - 1}; "
-                "pass the simulation make_sim() built on this rank"
-            )
+    def _sim_problem(self, sim: BatchSim) -> str | None:
+        if sim.world_offset == self.world_offset and sim.num_worlds == self.num_worlds:
+            return None
+        return (
+            f"rank {self.rank} simulates worlds {self.world_offset}..{self.world_offset + self.num_worlds - 1}, "
+            f"but this simulation holds worlds {sim.world_offset}..{sim.world_offset + sim.num_worlds - 1}; "
+            "pass the simulation make_sim() built on this rank"
+        )
+
+    def _refused(self, problem: str | None) -> str | None:
+        """Every rank's problem gathered (each rank must call this, so none waits on one that raised alone): the
+        ranks that have one and why, or None."""
+        refused = [(rank, p) for rank, p in enumerate(self.gather(problem)) if p is not None]
+        return "; ".join(f"rank {rank}: {p}" for rank, p in refused) or None
 
     def save(self, sim: BatchSim, path: str | os.PathLike) -> str:
         """Saves this rank's simulation to its file of ``path`` (``state_path``, atomically, as ``sim.save``) and
         waits until every rank has saved; returns the file. Call it on every rank.
 
         Raises:
-            EcsError: ``sim`` is not this rank's simulation (other worlds).
+            EcsError: on every rank, where some rank's ``sim`` is not its simulation (other worlds); none saves.
         """
-        self._check_sim(sim)
+        refused = self._refused(self._sim_problem(sim))
+        if refused:
+            raise EcsError(f"distributed checkpoint not saved: {refused}")
         file = self.state_path(path)
         sim.save(file)
         self.barrier()
@@ -296,16 +305,17 @@ class DistContext:
             The arrays brought across from an earlier form, as ``sim.load_state_dict`` returns them.
 
         Raises:
-            EcsError: ``sim`` is not this rank's simulation.
-            StateDictError: some rank's file is missing, damaged or not for its simulation.
+            StateDictError: on every rank, where some rank's file is missing, damaged or not for its simulation, or
+                its ``sim`` is not its simulation.
         """
         from . import checkpoint
         from .errors import StateDictError
 
-        self._check_sim(sim)
         file = self.state_path(path)
-        checked, problem = None, None
+        checked, problem = None, self._sim_problem(sim)
         try:
+            if problem is not None:
+                raise StateDictError(problem)
             state = checkpoint.load_state(file)
             offset = state.get("world_offset")
             if offset != self.world_offset:
@@ -316,13 +326,9 @@ class DistContext:
             checked = checkpoint.check_state(sim.storage, state)
         except StateDictError as e:
             problem = str(e)
-        refused = [(rank, p) for rank, p in enumerate(self.gather(problem)) if p is not None]
-        if refused:
-            raise StateDictError(
-                "distributed checkpoint not loaded, no rank changed: "
-                + "; ".join(f"rank {rank}: {p}" for rank, p in refused)
-            )
-        assert checked is not None
+        refused = self._refused(problem)
+        if refused or checked is None:
+            raise StateDictError(f"distributed checkpoint not loaded, no rank changed: {refused}")
         upgraded = sim.load_checked_state(checked)
         self.barrier()
         return upgraded

@@ -217,8 +217,11 @@ def test_single_process_without_torchrun_is_rank_zero_of_one(monkeypatch, tmp_pa
         ):
             ctx.load(fresh, path)
         np.testing.assert_array_equal(fresh.state_dict()["arrays"]["singleton/rng"], before)
-        with pytest.raises(ecs.EcsError, match=r"rank 0 simulates worlds 0..5, but this simulation holds worlds 6..11"):
-            ctx.load(shifted, path)
+        for call in (ctx.load, ctx.save):
+            with pytest.raises(
+                ecs.EcsError, match=r"rank 0: rank 0 simulates worlds 0..5, but this simulation holds worlds 6..11"
+            ):
+                call(shifted, path)
     finally:
         distributed.shutdown()
     with pytest.raises(ecs.EcsError, match="no distributed context"):
@@ -229,7 +232,7 @@ def test_a_distributed_checkpoint_resumes_every_rank_or_none(rollouts, tmp_path)
     """``ctx.save`` writes one file a rank (``ckpt.rank1-of-2.npz``); ``ctx.load`` into fresh simulations of the
     same worlds resumes every rank bit for bit. Files swapped between the ranks (each holds the other's worlds) or
     missing on one rank are refused on every rank, naming the ranks and why, with no simulation changed; a
-    simulation of other worlds is refused by ``ctx.save``."""
+    simulation of other worlds on one rank is refused by ``ctx.save`` on every rank."""
     run(
         ["-m", "tests.dist_checkpoint", "--num-worlds", str(RANKS * WORLDS_PER_RANK), "--out", str(tmp_path)],
         ranks=RANKS,
@@ -238,9 +241,10 @@ def test_a_distributed_checkpoint_resumes_every_rank_or_none(rollouts, tmp_path)
     for rank, result in enumerate(results):
         assert result["file"] == f"ckpt.rank{rank}-of-{RANKS}.npz"
         assert result["resumed"] and result["upgraded"] == []
-        assert (
-            f"rank {rank} simulates worlds {rank * WORLDS_PER_RANK}..{rank * WORLDS_PER_RANK + 3}"
-            in result["other_sim"]
+        # Rank 1 passed a simulation of other worlds: both refuse, naming rank 1 (rank 0 does not wait on it).
+        assert result["other_sim"] == (
+            "distributed checkpoint not saved: rank 1: rank 1 simulates worlds 4..7, but this simulation holds worlds "
+            "5..8; pass the simulation make_sim() built on this rank"
         )
         swapped, missing = result["swapped"], result["missing"]
         assert swapped["unchanged"] and missing["unchanged"]
