@@ -27,7 +27,9 @@ from __future__ import annotations
 import contextlib
 import datetime
 import gc
+import glob
 import os
+import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -301,6 +303,10 @@ class DistContext:
         every rank raises the same ``StateDictError``, naming each such rank and why, and no simulation changes.
         Call it on every rank.
 
+        Where ``path`` was saved over another number of ranks (no file of this run's number exists, one complete set
+        of another does), each rank takes its worlds from the files that hold them: a run goes on over more or fewer
+        GPUs, each world as it would have (its random numbers follow its global index), given the same world count.
+
         Returns:
             The arrays brought across from an earlier form, as ``sim.load_state_dict`` returns them.
 
@@ -316,7 +322,11 @@ class DistContext:
         try:
             if problem is not None:
                 raise StateDictError(problem)
-            state = checkpoint.load_state(file)
+            saved_by = _saved_world_sizes(path)
+            if saved_by and self.world_size not in saved_by:
+                state = self._resplit(path, saved_by)
+            else:
+                state = checkpoint.load_state(file)
             offset = state.get("world_offset")
             if offset != self.world_offset:
                 raise StateDictError(
@@ -333,6 +343,45 @@ class DistContext:
         self.barrier()
         return upgraded
 
+    def _resplit(self, path: str | os.PathLike, saved_by: dict[int, dict[int, str]]) -> dict[str, Any]:
+        """This rank's worlds of a checkpoint saved over another number of ranks: the rows of each rank file that
+        hold them, joined along the world axis (tables, singletons, final observations, per-world parameters);
+        shared parameters and the spawn-overflow flags, the same in every file, once."""
+        import numpy as np
+
+        from . import checkpoint
+        from .errors import StateDictError
+
+        if len(saved_by) > 1:
+            sizes = ", ".join(f"{r} ranks" for r in sorted(saved_by))
+            raise StateDictError(f"{os.fspath(path)!r} was saved by runs of {sizes}; keep the files of one run only")
+        ((ranks, files),) = saved_by.items()
+        missing = [r for r in range(ranks) if r not in files]
+        if missing:
+            raise StateDictError(
+                f"{os.fspath(path)!r} was saved over {ranks} ranks, but the files of ranks {missing} are missing"
+            )
+        lo, hi = self.world_offset, self.world_offset + self.num_worlds
+        states = [checkpoint.load_state(files[r]) for r in range(ranks)]
+        n = states[0].get("num_worlds")
+        if not isinstance(n, int) or n * ranks != self.global_num_worlds:
+            raise StateDictError(
+                f"{os.fspath(path)!r} holds {n!r} worlds on each of {ranks} ranks, where this run has "
+                f"{self.global_num_worlds} worlds in all; resume it with as many worlds"
+            )
+        pieces = [(s, max(lo, r * n) - r * n, min(hi, r * n + n) - r * n) for r, s in enumerate(states)]
+        pieces = [(s, a, b) for s, a, b in pieces if a < b]
+        arrays: dict[str, Any] = {}
+        for key, first in states[0]["arrays"].items():
+            per_world = not key.startswith(("overflow/", "param/")) or (np.ndim(first) > 0 and len(first) == n > 1)
+            if per_world:
+                arrays[key] = np.concatenate([np.asarray(s["arrays"][key])[a:b] for s, a, b in pieces])
+                continue
+            if any(not np.array_equal(s["arrays"].get(key), first) for s in states):
+                raise StateDictError(f"{os.fspath(path)!r}: the rank files disagree on {key!r}, which they share")
+            arrays[key] = first
+        return {**states[0], "num_worlds": self.num_worlds, "world_offset": lo, "arrays": arrays}
+
     @contextlib.contextmanager
     def window(self) -> Iterator[Window]:
         """Times a block on this rank: a barrier and a device sync first, a device sync at the end.
@@ -347,6 +396,18 @@ class DistContext:
         yield w
         wp.synchronize_device(self.device)
         w.elapsed_s = time.perf_counter() - t0
+
+
+def _saved_world_sizes(path: str | os.PathLike) -> dict[int, dict[int, str]]:
+    """The rank files of the distributed checkpoint ``path`` that exist: ``{world size: {rank: file}}``."""
+    root, ext = os.path.splitext(os.fspath(path))
+    found: dict[int, dict[int, str]] = {}
+    pattern = re.compile(re.escape(os.path.basename(root)) + r"\.rank(\d+)-of-(\d+)" + re.escape(ext or ".npz") + "$")
+    for file in glob.glob(glob.escape(root) + ".rank*-of-*" + glob.escape(ext or ".npz")):
+        m = pattern.match(os.path.basename(file))
+        if m and int(m.group(1)) < int(m.group(2)):
+            found.setdefault(int(m.group(2)), {})[int(m.group(1))] = file
+    return found
 
 
 def _env_int(name: str, default: int | None) -> int:

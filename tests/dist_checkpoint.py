@@ -4,7 +4,8 @@ Each rank steps its share of the worlds with actions keyed by global world index
 ``ctx.save``, steps on, then loads the checkpoint into a fresh simulation of its worlds
 (``ctx.load``) and steps on the same. Then the ranks' files are swapped, and (swapped back) rank 1's
 file is removed: each load must be refused on every rank, naming the ranks, with no simulation changed.
-Writes ``rank{r}.json``.
+Writes ``rank{r}.json``, and the checkpoints ``resplit`` (after 20 steps) and ``after`` (after 60) that the test
+resumes in a single process of all the worlds.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def main() -> None:
 
     drive(sim, table, 0, 20, lo)
     file = ctx.save(sim, path)
+    ctx.save(sim, args.out / "resplit.npz")  # for a single process to go on from (the test)
     drive(sim, table, 20, 40, lo)
+    ctx.save(sim, args.out / "after.npz")  # where it must end
     fresh = ecs.BatchSim(env, ctx.num_worlds, device="cpu", seed=99, world_offset=lo)
     upgraded = ctx.load(fresh, path)
     drive(fresh, table, 20, 40, lo)

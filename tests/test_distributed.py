@@ -228,11 +228,12 @@ def test_single_process_without_torchrun_is_rank_zero_of_one(monkeypatch, tmp_pa
         distributed.context()
 
 
-def test_a_distributed_checkpoint_resumes_every_rank_or_none(rollouts, tmp_path):
+def test_a_distributed_checkpoint_resumes_every_rank_or_none(rollouts, tmp_path, monkeypatch):
     """``ctx.save`` writes one file a rank (``ckpt.rank1-of-2.npz``); ``ctx.load`` into fresh simulations of the
     same worlds resumes every rank bit for bit. Files swapped between the ranks (each holds the other's worlds) or
     missing on one rank are refused on every rank, naming the ranks and why, with no simulation changed; a
-    simulation of other worlds on one rank is refused by ``ctx.save`` on every rank."""
+    simulation of other worlds on one rank is refused by ``ctx.save`` on every rank. A checkpoint of 2 ranks resumes
+    in one process of all the worlds, each world going on as it did on its rank."""
     run(
         ["-m", "tests.dist_checkpoint", "--num-worlds", str(RANKS * WORLDS_PER_RANK), "--out", str(tmp_path)],
         ranks=RANKS,
@@ -256,6 +257,35 @@ def test_a_distributed_checkpoint_resumes_every_rank_or_none(rollouts, tmp_path)
         )
         assert "rank 0" not in missing["error"] and "rank 1: no saved state at" in missing["error"]
     assert results[0]["swapped"]["error"] == results[1]["swapped"]["error"]
+
+    # Saved over 2 ranks, resumed in one process of all 8 worlds: each rank's rows where they belong, and every world
+    # goes on as it did on its rank (the state after 40 more steps, saved by the ranks and joined the same way).
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    import envs
+
+    try:
+        whole = distributed.make_sim(envs.make("cartpole"), RANKS * WORLDS_PER_RANK, device="cpu", seed=0)
+        ctx = distributed.context()
+        assert ctx.load(whole, tmp_path / "resplit.npz") == []
+        table = np.random.default_rng(5).integers(0, 2, size=(80, RANKS * WORLDS_PER_RANK), dtype=np.int32)
+        for t in range(20, 60):
+            whole.step({"push": table[t]})
+        ended = distributed.make_sim(envs.make("cartpole"), RANKS * WORLDS_PER_RANK, device="cpu", seed=0)
+        ctx.load(ended, tmp_path / "after.npz")
+        got, want = whole.state_dict()["arrays"], ended.state_dict()["arrays"]
+        for key, value in want.items():
+            np.testing.assert_array_equal(got[key], value, err_msg=key)
+        assert whole.state_dict()["seed"] == 3
+        # Files of one rank gone, or of two runs of other sizes, are refused, naming them.
+        (tmp_path / "after.rank1-of-2.npz").unlink()
+        with pytest.raises(ecs.StateDictError, match=r"saved over 2 ranks, but the files of ranks \[1\] are missing"):
+            ctx.load(ended, tmp_path / "after.npz")
+        (tmp_path / "resplit.rank0-of-4.npz").write_bytes((tmp_path / "resplit.rank0-of-2.npz").read_bytes())
+        with pytest.raises(ecs.StateDictError, match=r"saved by runs of 2 ranks, 4 ranks; keep the files of one run"):
+            ctx.load(ended, tmp_path / "resplit.npz")
+    finally:
+        distributed.shutdown()
 
 
 def test_dist_bench_two_ranks(rollouts):
