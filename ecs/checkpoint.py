@@ -9,8 +9,8 @@ every load, so a damaged or hand-edited state is refused with a ``StateDictError
 crashing the process at the next ``step()``.
 
 A state saved before a column was added, or before a shaped column grew, loads where that column's
-component says how (``Component.upgrade``; ``zeros_if_missing``, ``zero_padded``): ``restore``
-brings its arrays across first and checks the result as it checks any state.
+component says how (``Component.upgrade``; ``zeros_if_missing``, ``zero_padded``): ``check_state``
+brings its arrays across first and checks the result as it checks any state; ``write_state`` then writes it.
 
 Files are written atomically: a temporary ``.<name>.ecs-tmp-*`` file beside the target, fsync,
 rename. A save killed midway leaves such a file behind; the next successful save of the same
@@ -313,7 +313,8 @@ class CheckedState:
 
 
 def check_state(storage: Storage, state: Mapping[str, Any]) -> CheckedState:
-    """Everything ``restore`` checks of ``state`` for ``storage``, writing nothing.
+    """Everything a load checks of ``state`` for ``storage`` before anything is written (``write_state``), so a
+    refused state changes nothing.
 
     Raises:
         StateDictError: naming the first problem.
@@ -367,14 +368,3 @@ def write_state(storage: Storage, checked: CheckedState) -> None:
     # the next episode would draw from this simulation's construction seed.
     storage.seed.assign(np.array([checked.seed], dtype=np.int32))
     storage.world_offset.assign(np.array([checked.world_offset], dtype=np.int32))
-
-
-def restore(storage: Storage, state: Mapping[str, Any]) -> CheckedState:
-    """Writes a checked ``state_dict()`` into ``storage``; returns what was checked: its seed, world offset and the
-    arrays brought across from an earlier form by their components' ``upgrade`` (none for a state of this engine).
-
-    Everything is checked before anything is written, so a refused state changes nothing.
-    """
-    checked = check_state(storage, state)
-    write_state(storage, checked)
-    return checked
