@@ -336,6 +336,8 @@ class DistContext:
             checked = checkpoint.check_state(sim.storage, state)
         except StateDictError as e:
             problem = str(e)
+        except Exception as e:  # any failure is gathered, so no rank waits on one that raised alone
+            problem = f"{type(e).__name__}: {e}"
         refused = self._refused(problem)
         if refused or checked is None:
             raise StateDictError(f"distributed checkpoint not loaded, no rank changed: {refused}")
@@ -368,6 +370,12 @@ class DistContext:
             raise StateDictError(
                 f"{os.fspath(path)!r} holds {n!r} worlds on each of {ranks} ranks, where this run has "
                 f"{self.global_num_worlds} worlds in all; resume it with as many worlds"
+            )
+        meta = [{k: v for k, v in st.items() if k not in ("arrays", "world_offset")} for st in states]
+        if any(m != meta[0] for m in meta) or [st.get("world_offset") for st in states] != list(range(0, ranks * n, n)):
+            raise StateDictError(
+                f"{os.fspath(path)!r}: its rank files are not of one run (their env, config, seed or world offsets "
+                "differ); keep the files of one run only"
             )
         pieces = [(s, max(lo, r * n) - r * n, min(hi, r * n + n) - r * n) for r, s in enumerate(states)]
         pieces = [(s, a, b) for s, a, b in pieces if a < b]

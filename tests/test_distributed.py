@@ -281,6 +281,10 @@ def test_a_distributed_checkpoint_resumes_every_rank_or_none(rollouts, tmp_path,
         (tmp_path / "after.rank1-of-2.npz").unlink()
         with pytest.raises(ecs.StateDictError, match=r"saved over 2 ranks, but the files of ranks \[1\] are missing"):
             ctx.load(ended, tmp_path / "after.npz")
+        for rank in range(RANKS):  # rank 0's file twice: not the files of one run
+            (tmp_path / f"mixed.rank{rank}-of-2.npz").write_bytes((tmp_path / "resplit.rank0-of-2.npz").read_bytes())
+        with pytest.raises(ecs.StateDictError, match=r"its rank files are not of one run"):
+            ctx.load(ended, tmp_path / "mixed.npz")
         (tmp_path / "resplit.rank0-of-4.npz").write_bytes((tmp_path / "resplit.rank0-of-2.npz").read_bytes())
         with pytest.raises(ecs.StateDictError, match=r"saved by runs of 2 ranks, 4 ranks; keep the files of one run"):
             ctx.load(ended, tmp_path / "resplit.npz")
