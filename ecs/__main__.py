@@ -50,7 +50,7 @@ def _quiet_warp() -> None:
     wp.config.log_level = wp.LOG_WARNING
 
 
-def _make_env(spec: str, config: str | None):
+def _make_env(spec: str, config: str | None, **overrides: Any):
     """The ``EnvSpec`` of a registered name or of ``package.module:function``; ``EcsError`` when neither works."""
     registry = _registry()
     if ":" in spec:
@@ -58,7 +58,7 @@ def _make_env(spec: str, config: str | None):
         # The console script `ecs` does not put the current directory on the path; `python -m ecs` does.
         if not any(os.path.abspath(p or os.curdir) == cwd for p in sys.path):
             sys.path.insert(0, cwd)
-    return registry.make(spec, config=config)
+    return registry.make(spec, config=config, **overrides)
 
 
 def _build(args: argparse.Namespace, num_worlds: int, **kwargs: Any):
@@ -209,7 +209,10 @@ def _cmd_state(args: argparse.Namespace) -> None:
         mine = checkpoint.config_dict(env.config)
         changed = {k: v for k, v in saved.items() if k in mine and v != mine[k]}
         if changed:
-            env = _make_env_with(name, changed)
+            try:
+                env = _make_env(name, None, **changed)
+            except (TypeError, ValueError) as e:  # a factory's own check of a field (EcsError passes through)
+                raise EcsError(f"cannot build {name!r} with the saved config ({e}); give it with --config") from None
     num_worlds = state.get("num_worlds")
     if not isinstance(num_worlds, int) or num_worlds < 1:
         raise EcsError(f"{args.file}: num_worlds {num_worlds!r} is not a world count; the file is not a saved state")
@@ -222,17 +225,6 @@ def _cmd_state(args: argparse.Namespace) -> None:
             sim.step()
         sim.check()
         print(f"stepped on {args.steps} steps")
-
-
-def _make_env_with(name: str, overrides: dict[str, Any]):
-    from .errors import ConfigError
-
-    try:
-        return _registry().make(name, **overrides)
-    except (ConfigError, TypeError, ValueError) as e:
-        raise EcsError(
-            f"cannot build {name!r} with the saved config ({e}); give it as a YAML file with --config"
-        ) from None
 
 
 def _at_least(low: int):
