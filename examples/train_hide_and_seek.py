@@ -393,15 +393,15 @@ def train(args: argparse.Namespace) -> dict:
             torch.cuda.set_rng_state(saved["cuda_rng"].cpu(), dev)
         gen.set_state(saved["gen"].cpu())
         team_returns.running.copy_(saved["running"])
-        baseline, means, losses = saved["baseline"], saved["means"], saved["losses"]
+        baseline, losses = saved["baseline"], saved["losses"]
+        means = [saved["curve"][-1][2], saved["curve"][-1][3]]
         curve = [tuple(c) for c in saved["curve"]]
-        window = [(w[0], w[1], w[2]) for w in saved["window"]]
+        window = [tuple(w) for w in saved["window"]]
         steps, episodes_total, trained_s = saved["env_steps"], saved["episodes"], saved["train_s"]
         first = saved["iteration"] + 1
         print(f"resumed from {args.resume} after {steps} env steps, {first - 1} iterations")
     bar = tqdm(total=iterations * batch, initial=steps, unit="step", disable=args.no_progress, mininterval=0.5)
     t_train = time.perf_counter()
-    it = first - 1
     result = None
     for it in range(first, iterations + 1):
         with torch.no_grad():
@@ -505,7 +505,7 @@ def train(args: argparse.Namespace) -> dict:
                 "curve": [{"env_steps": c[0], "seconds": c[1], "hider": c[2], "seeker": c[3]} for c in curve],
             }
             checkpoint, plot = save_run(Path(args.out_dir), model, arch, curve, baseline, result)
-            save_resume(Path(args.out_dir), args, sim, model, optim, gen, team_returns, result, window, means, it)
+            save_resume(Path(args.out_dir), args, sim, model, optim, gen, team_returns, result, window, it)
         if last:
             break
     bar.close()
@@ -530,7 +530,6 @@ def save_resume(
     team_returns: TeamReturns,
     result: dict,
     window: list,
-    means: list[float],
     iteration: int,
 ) -> None:
     """Writes what ``--resume`` needs to go on from here: the simulation's state (``sim-<iteration>.npz``), then
@@ -547,7 +546,6 @@ def save_resume(
         "gen": gen.get_state(),
         "running": team_returns.running,
         "baseline": [result["random_hider_return"], result["random_seeker_return"]],
-        "means": means,
         "losses": result["losses"],
         "curve": [[c["env_steps"], c["seconds"], c["hider"], c["seeker"]] for c in result["curve"]],
         "window": [[w[0], w[1], w[2]] for w in window],
