@@ -30,7 +30,7 @@ import inspect
 import os
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import ecs
@@ -142,6 +142,24 @@ def make(name: str, *, config: str | os.PathLike | None = None, **overrides: Any
             "return ecs.EnvSpec(name=..., config=..., archetypes=..., systems=...) from it"
         )
     return spec
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    """Config overrides from ``KEY=VALUE`` strings (a command line's repeated ``--set``), each value read as YAML
+    (``true``, ``16``, ``0.5``, ``block``), for ``make(name, **overrides)``.
+
+    Raises:
+        ecs.ConfigError: an item without ``=`` or with an empty key, naming it.
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ecs.ConfigError(f"a config override is KEY=VALUE (for example physics_substeps=4), got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
 
 
 # -- helpers --------------------------------------------------------------------------------------

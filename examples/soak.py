@@ -7,15 +7,24 @@ by more than ``--max-growth-mib`` after the first check. Exits 1 on the first vi
 it; prints a summary line either way.
 
     python examples/soak.py --world-steps 1000000
+    python examples/soak.py --policy sticky --set physics_substeps=4 --set contact_passes=4
+
+``--policy uniform`` draws every action afresh each step, so an agent jitters in place and lets go of what
+it grabbed half the time. Trained agents do the opposite: they run in one direction for seconds, push boxes
+into walls and each other, and hold what they grab while they drag it. ``--policy sticky`` plays like that:
+each agent keeps its move, grab and lock for a random number of steps (geometric, mean ``--hold`` steps)
+before it draws them again. ``--set KEY=VALUE`` (repeatable) soaks another config of the env.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,6 +33,7 @@ from tqdm import tqdm
 
 import ecs
 import envs
+from envs.hide_and_seek import Kind
 
 
 def rss_mib() -> float:
@@ -31,14 +41,23 @@ def rss_mib() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def random_actions(sim: ecs.BatchSim, g: torch.Generator) -> None:
+def random_actions(sim: ecs.BatchSim, g: torch.Generator, hold: float = 1.0) -> None:
+    """Draws the actions afresh (``hold`` 1), or each agent's again with probability ``1 / hold`` (its move, grab
+    and lock held meanwhile): actions held for a geometric number of steps of mean ``hold``."""
+    again = None  # [num_worlds, num_agents]: the agents that draw again, all their actions together
     for key, space in sim.action_space.items():
         buf = sim.actions[key]
         high = int(np.max(space.nvec)) if hasattr(space, "nvec") else int(space.n)
-        buf.copy_(torch.randint(0, high, tuple(buf.shape), generator=g, device="cpu").to(buf.dtype))
+        fresh = torch.randint(0, high, tuple(buf.shape), generator=g, device="cpu").to(buf.dtype)
+        if hold > 1.0:
+            if again is None:
+                again = torch.rand(tuple(buf.shape[:2]), generator=g, device="cpu") < 1.0 / hold
+            mask = again.reshape(tuple(buf.shape[:2]) + (1,) * (buf.dim() - 2)).to(buf.device)
+            fresh = torch.where(mask, fresh.to(buf.device), buf)
+        buf.copy_(fresh)
 
 
-def check(sim: ecs.BatchSim, max_depth: float, max_speed: float, worst: dict[str, float]) -> str | None:
+def check(sim: ecs.BatchSim, step: int, max_depth: float, max_speed: float, worst: dict[str, Any]) -> str | None:
     for key, obs in sim.obs.items():
         if not torch.isfinite(obs.float()).all():
             return f"observation {key!r} is not finite"
@@ -53,10 +72,20 @@ def check(sim: ecs.BatchSim, max_depth: float, max_speed: float, worst: dict[str
     worst["speed"] = max(worst["speed"], speed)
     if speed > max_speed:
         return f"a body moves at {speed:.2f} m/s (limit {max_speed})"
-    contact_alive = sim.tensor("contact", "alive").bool()
-    depth = sim.tensor("contact", "contact_depth")[contact_alive]
-    deepest = float(depth.max().item()) if depth.numel() else 0.0
-    worst["depth"] = max(worst["depth"], deepest)
+    depth = torch.where(sim.tensor("contact", "alive").bool(), sim.tensor("contact", "contact_depth"), -math.inf)
+    at = int(depth.argmax().item())
+    world, row = divmod(at, depth.shape[1])
+    deepest = max(float(depth[world, row].item()), 0.0)
+    if deepest > worst["depth"]:
+        worst["depth"] = deepest
+        kind = sim.tensor("body", "kind")[world]
+        pair = [sim.tensor("contact", c)[world, row].item() for c in ("contact_body_a", "contact_body_b")]
+        worst["deepest_at"] = {
+            "step": step,
+            "world": world,
+            "bodies": pair,
+            "kinds": [Kind(int(kind[b].item())).name.lower() for b in pair],
+        }
     if deepest > max_depth:
         return f"contact depth {deepest:.4f} m exceeds {max_depth} m"
     return None
@@ -72,12 +101,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-depth", type=float, default=0.05, help="largest contact depth allowed [m]")
     p.add_argument("--max-speed", type=float, default=50.0, help="largest body speed allowed [m/s]")
     p.add_argument("--max-growth-mib", type=float, default=64.0, help="resident memory growth allowed [MiB]")
+    p.add_argument("--policy", choices=("uniform", "sticky"), default="uniform", help="how actions are drawn (above)")
+    p.add_argument("--hold", type=float, default=20.0, help="sticky: mean steps an agent holds its actions")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field of hide-and-seek's config (a YAML value), e.g. contact_passes=3; repeatable",
+    )
     p.add_argument("--json", default=None, help="write the summary here")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
+    if args.hold < 1.0:
+        p.error(f"--hold is a mean number of steps, at least 1, got {args.hold}")
+    try:
+        overrides = envs.parse_overrides(args.set)
+        env = envs.make("hide_and_seek", **overrides)
+    except ecs.ConfigError as e:  # an unknown field or a bad value: say so before any step
+        p.error(f"--set: {e}")
+    hold = args.hold if args.policy == "sticky" else 1.0
     wp.config.log_level = wp.LOG_WARNING
 
-    sim = ecs.BatchSim(envs.make("hide_and_seek"), args.num_worlds, device=args.device, seed=args.seed)
+    sim = ecs.BatchSim(env, args.num_worlds, device=args.device, seed=args.seed)
     g = torch.Generator().manual_seed(args.seed)
     steps = -(-args.world_steps // args.num_worlds)
     base_rss, worst_rss, problem = None, 0.0, None
@@ -85,11 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     worst = {"speed": 0.0, "depth": 0.0}
     t0 = time.perf_counter()
     for i in tqdm(range(steps), disable=args.no_progress, unit="step", desc="soak"):
-        random_actions(sim, g)
+        random_actions(sim, g, hold if i > 0 else 1.0)  # every agent draws at the start
         sim.step()
         episodes += int(sim.truncated.sum()) + int(sim.terminated.sum())
         if (i + 1) % args.check_every == 0 or i + 1 == steps:
-            problem = check(sim, args.max_depth, args.max_speed, worst)
+            problem = check(sim, i + 1, args.max_depth, args.max_speed, worst)
             rss = rss_mib()
             base_rss = rss if base_rss is None else base_rss
             worst_rss = max(worst_rss, rss - base_rss)
@@ -103,21 +149,28 @@ def main(argv: list[str] | None = None) -> int:
         "world_steps": args.num_worlds * (i + 1),
         "num_worlds": args.num_worlds,
         "device": sim.device,
+        "policy": args.policy,
+        "hold": hold,
+        "config": overrides,
         "seconds": elapsed,
         "episodes_finished": episodes,
         "rss_growth_mib": worst_rss,
         "max_body_speed": worst["speed"],
         "max_contact_depth": worst["depth"],
+        "deepest_contact_at": worst.get("deepest_at"),
         "problem": problem,
     }
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)
     verdict = "FAILED: " + problem if problem else "ok"
+    at = worst.get("deepest_at")
+    where = "" if at is None else f" (step {at['step']}, world {at['world']}, {' on '.join(at['kinds'])})"
     print(
-        f"soak {verdict}: {summary['world_steps']:,} world-steps on {sim.device} in {elapsed:.0f} s, "
+        f"soak {verdict}: {summary['world_steps']:,} world-steps on {sim.device} in {elapsed:.0f} s ({args.policy}"
+        f"{''.join(f', {k}={v}' for k, v in overrides.items())}), "
         f"{episodes} episodes, memory growth {worst_rss:.1f} MiB, fastest body {worst['speed']:.2f} m/s, "
-        f"deepest contact {worst['depth'] * 1000:.1f} mm"
+        f"deepest contact {worst['depth'] * 1000:.1f} mm{where}"
     )
     return 1 if problem else 0
 

@@ -98,7 +98,9 @@ def test_bench_hide_and_seek_takes_config_overrides(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["config"] == {"physics_substeps": 2, "solver_staged": True}
     assert "solver_velocity_1" in out and "solver_collide_2" not in out, out  # two substeps of staged launches
     bad = run("examples/benchmarks/bench_hide_and_seek.py", "--set", "physics_substeps", returncode=2)
-    assert "--set takes KEY=VALUE, got 'physics_substeps'" in bad.stderr
+    assert (
+        "--set: a config override is KEY=VALUE (for example physics_substeps=4), got 'physics_substeps'" in bad.stderr
+    )
     bad = run("examples/benchmarks/bench_hide_and_seek.py", "--set", "solver_layout=tiles", returncode=2)
     assert "--set: HideAndSeekConfig: solver_layout must be one of" in bad.stderr
 

@@ -10,17 +10,16 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def soak(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``examples/soak.py`` on the CPU without its progress bar, with ``args``."""
+    cmd = [sys.executable, "examples/soak.py", *args, "--device", "cpu", "--no-progress"]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
 @pytest.mark.slow
 def test_a_million_hide_and_seek_world_steps(tmp_path):
     out = tmp_path / "soak.json"
-    cmd = [sys.executable, "examples/soak.py", "--world-steps", "1000000", "--num-worlds", "256"]
-    r = subprocess.run(
-        [*cmd, "--device", "cpu", "--no-progress", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    r = soak("--world-steps", "1000000", "--num-worlds", "256", "--json", str(out), timeout=1200)
     assert r.returncode == 0, r.stdout + r.stderr
     summary = json.loads(out.read_text())
     assert summary["problem"] is None
@@ -31,14 +30,65 @@ def test_a_million_hide_and_seek_world_steps(tmp_path):
 def test_soak_reports_a_violation(tmp_path):
     """The checks can fail: an impossible speed limit is reported with the step and exit code 1."""
     out = tmp_path / "soak.json"
-    cmd = [sys.executable, "examples/soak.py", "--world-steps", "640", "--num-worlds", "8", "--check-every", "20"]
-    r = subprocess.run(
-        [*cmd, "--max-speed", "0", "--device", "cpu", "--no-progress", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = soak("--world-steps", "640", "--num-worlds", "8", "--check-every", "20", "--max-speed", "0", "--json", str(out))
     assert r.returncode == 1
     assert "FAILED: step 20: a body moves at" in r.stdout
     assert json.loads(out.read_text())["problem"].startswith("step 20")
+
+
+def _soak_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("soak_example", os.path.join(ROOT, "examples", "soak.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sticky_actions_hold_for_their_mean_steps():
+    """``--policy sticky``: an agent draws its move, grab and lock again about once per ``hold`` steps, all three
+    together, and keeps them in between; ``uniform`` draws every step."""
+    import torch
+
+    import ecs
+    import envs
+
+    soak = _soak_module()
+    sim = ecs.BatchSim(envs.make("hide_and_seek"), 16, device="cpu", capture=False)
+    g = torch.Generator().manual_seed(5)
+    soak.random_actions(sim, g)
+    for hold, low, high in ((1.0, 0.99, 1.0), (10.0, 0.07, 0.13), (40.0, 0.015, 0.035)):
+        before = {k: v.clone() for k, v in sim.actions.items()}
+        changed = torch.zeros(16, 6, dtype=torch.int64)
+        keys_moved = torch.zeros(16, 6, dtype=torch.int64)
+        for _ in range(300):
+            soak.random_actions(sim, g, hold)
+            moved = [(sim.actions[k] != before[k]).reshape(16, 6, -1).any(-1) for k in ("move", "grab", "lock")]
+            changed += moved[0] | moved[1] | moved[2]
+            keys_moved += moved[1].long() + moved[2].long()
+            before = {k: v.clone() for k, v in sim.actions.items()}
+        rate = changed.sum().item() / (300 * 16 * 6)
+        assert low <= rate <= high, (hold, rate)
+        if hold > 1.0:
+            # grab and lock change (half the time each) only with the move, which nearly always changes on a draw
+            assert keys_moved.sum().item() <= 1.2 * changed.sum().item()
+    with pytest.raises(SystemExit):
+        soak.main(["--policy", "sticky", "--hold", "0.5", "--no-progress"])
+
+
+def test_soak_takes_a_config_and_a_sticky_policy(tmp_path):
+    out = tmp_path / "soak.json"
+    args = ["--world-steps", "400", "--num-worlds", "4", "--check-every", "20", "--policy", "sticky", "--hold", "8"]
+    r = soak(*args, "--set", "physics_substeps=4", "--set", "contact_passes=3", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(sticky, physics_substeps=4, contact_passes=3)" in r.stdout
+    summary = json.loads(out.read_text())
+    assert summary["policy"] == "sticky" and summary["hold"] == 8.0 and summary["problem"] is None
+    assert summary["config"] == {"physics_substeps": 4, "contact_passes": 3}
+    # where the deepest contact was seen: a check's step, a world of the run, two bodies of named kinds
+    at = summary["deepest_contact_at"]
+    assert at["step"] % 20 == 0 and 0 <= at["world"] < 4 and at["bodies"][0] != at["bodies"][1], at
+    assert set(at["kinds"]) <= {"floor", "wall", "box", "ramp", "hider", "seeker"}, at
+    assert f"world {at['world']}, {' on '.join(at['kinds'])})" in r.stdout
+    r = soak("--set", "physics_substep=4")
+    assert r.returncode == 2 and "--set: unknown config key(s) ['physics_substep']" in r.stderr, r.stderr

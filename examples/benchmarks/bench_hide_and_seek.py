@@ -30,7 +30,6 @@ import time
 
 import torch
 import warp as wp
-import yaml
 
 import ecs
 import envs
@@ -107,13 +106,8 @@ def main(argv: list[str] | None = None) -> None:
         help="override a field of the env's config (a YAML value), e.g. physics_substeps=4; repeatable",
     )
     args = parser.parse_args(argv)
-    overrides = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            parser.error(f"--set takes KEY=VALUE, got {item!r}")
-        overrides[key] = yaml.safe_load(value)
     try:
+        overrides = envs.parse_overrides(args.set)
         envs.make("hide_and_seek", **overrides)
     except Exception as e:  # an unknown field or a bad value: say so before any timing
         parser.error(f"--set: {e}")

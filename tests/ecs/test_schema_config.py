@@ -476,3 +476,16 @@ def test_env_registry_validates_overrides():
     with pytest.raises(ecs.ConfigError, match=r"tau must be > 0"):
         envs.make("cartpole", tau=0.0)
     assert envs.make("cartpole", tau=0.01).config.tau == 0.01
+
+
+def test_config_overrides_from_the_command_line():
+    """``envs.parse_overrides``: ``KEY=VALUE`` strings (``--set``) to typed overrides for ``envs.make``."""
+    import envs
+
+    got = envs.parse_overrides(["tau=0.01", " force_mag = 12", "name=left", "flag=true", "empty=", "x=a=b"])
+    assert got == {"tau": 0.01, "force_mag": 12, "name": "left", "flag": True, "empty": None, "x": "a=b"}
+    assert envs.make("cartpole", **envs.parse_overrides(["tau=0.02"])).config.tau == 0.02
+    assert envs.parse_overrides([]) == {}
+    for bad in ("tau", "=1", " =1"):
+        with pytest.raises(ecs.ConfigError, match=r"a config override is KEY=VALUE \(for example"):
+            envs.parse_overrides([bad])
