@@ -38,7 +38,9 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    and nothing creeps; and (with ``RANKED_PASSES`` passes or more) a level that shares a body goes
    outwards from the bodies it does not move (a wall, a locked box), each manifold solved against
    the body nearer them held still (``rank_level``), so a row pressed into a wall ends the substep
-   with every contact satisfied too. Where no normal impulse can turn either body (upright bodies whose tilt is
+   with every contact satisfied too; a body that a manifold of another level presses against such a
+   body, against the push of the level, counts as one of them (``backed``: a box resting against a
+   wall, which an agent runs into at a lower height). Where no normal impulse can turn either body (upright bodies whose tilt is
    locked, resting on a level face), the face's points share its load equally (solved point by
    point, all of it would land on the first, whose friction alone would turn the body). Each
    pass begins with the fixed joints (anchor points together, relative orientation held, zero
@@ -174,6 +176,14 @@ LEVEL_STEPS = wp.constant(3)
 # a level solved whole, not by ranks.
 RANK_FREE = wp.constant(1 << 30)
 ALL_MANIFOLDS = wp.constant(-1)
+# A body that a manifold of another level presses against a body that does not move is an anchor of the level too
+# (``backed``), where that manifold's push on it opposes a push of the level on it to within this cosine (about 45
+# degrees): a box resting against a wall, which an agent running into it at a lower height drives towards the wall.
+# Levels go by height, so without it the last pass ranked the box above the agent, held the agent still and pushed
+# the box into the wall, whose level pushed it back out: the agent ended the substep as deep in the box as it began
+# (a wedge of an agent at full speed, a box and two walls ended hide-and-seek steps 2.4 cm deep, the sticky soak
+# 2.4 cm too).
+BACKED_COS = wp.constant(0.7)
 # The contact passes a substep needs for its last pass to go by ranks. With one pass, the held-grab stress of
 # hide-and-seek (physics_budgets.py, 8 substeps) had 4.4x the contacts deeper than 2 cm with ranks and threw a body
 # at 42 m/s: that pass is also the first, and holding bodies still in it leaves their holders' joints and the other
@@ -1334,6 +1344,37 @@ def manifold_moves(bodies: Bodies, splits: Splits, c: Contacts, world: int, k: i
 
 
 @wp.func
+def backed(
+    bodies: Bodies,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    world: int,
+    first: int,
+    last: int,
+    manifolds: int,
+    body: int,
+    push: wp.vec3,
+    up: wp.vec3,
+) -> bool:
+    """Whether a manifold outside the level ``order[first:last]`` (of ``order[0:manifolds]``) presses ``body`` against
+    a body that it does not move (``manifold_inverse_masses``) in a direction within ``BACKED_COS`` of ``-push``: the
+    body cannot give way to a push along ``push`` (``rank_level``)."""
+    for m in range(manifolds):
+        if m < first or m >= last:
+            k = order[world, m]
+            a = c.body_a[world, k]
+            b = c.body_b[world, k]
+            if a == body or b == body:
+                ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
+                n = c.normal[world, k]  # from A to B: the manifold pushes B along it and A against it
+                if a == body and imb <= 0.0 and ima > 0.0 and wp.dot(n, push) > BACKED_COS:
+                    return True
+                if b == body and ima <= 0.0 and imb > 0.0 and wp.dot(n, push) < -BACKED_COS:
+                    return True
+    return False
+
+
+@wp.func
 def rank_level(
     bodies: Bodies,
     splits: Splits,
@@ -1342,13 +1383,15 @@ def rank_level(
     world: int,
     first: int,
     last: int,
+    manifolds: int,
     up: wp.vec3,
 ) -> int:
-    """Ranks the bodies of the level ``order[first:last]`` for its solve outwards from its anchors (``RANK_FREE``):
-    0 for a body that one of its manifolds does not move (``manifold_inverse_masses``), else one more than the lowest
-    rank among the bodies it touches through the level, ``RANK_FREE`` where none is ranked. Returns twice the number
-    of groups of ranks (the manifolds whose lower rank is 0, 1, ...), plus one where some manifold's bodies are both
-    ``RANK_FREE``; 0 or 1 where no body is an anchor."""
+    """Ranks the bodies of the level ``order[first:last]`` (of the substep's ``order[0:manifolds]``) for its solve
+    outwards from its anchors (``RANK_FREE``): 0 for a body that one of its manifolds does not move
+    (``manifold_inverse_masses``) or that a manifold of another level holds against a push of one of its manifolds here
+    (``backed``), else one more than the lowest rank among the bodies it touches through the level, ``RANK_FREE`` where
+    none is ranked. Returns twice the number of groups of ranks (the manifolds whose lower rank is 0, 1, ...), plus one
+    where some manifold's bodies are both ``RANK_FREE``; 0 or 1 where no body is an anchor."""
     for m in range(first, last):
         k = order[world, m]
         splits.rank[world, c.body_a[world, k]] = RANK_FREE
@@ -1360,6 +1403,15 @@ def rank_level(
             splits.rank[world, c.body_a[world, k]] = 0
         if imb <= 0.0:
             splits.rank[world, c.body_b[world, k]] = 0
+    for m in range(first, last):
+        k = order[world, m]
+        a = c.body_a[world, k]
+        b = c.body_b[world, k]
+        n = c.normal[world, k]
+        if splits.rank[world, a] != 0 and backed(bodies, c, order, world, first, last, manifolds, a, -n, up):
+            splits.rank[world, a] = 0
+        if splits.rank[world, b] != 0 and backed(bodies, c, order, world, first, last, manifolds, b, n, up):
+            splits.rank[world, b] = 0
     for _round in range(last - first):  # shortest paths (Bellman-Ford): at most as many rounds as manifolds
         changed = wp.int32(0)
         for m in range(first, last):
@@ -3205,7 +3257,7 @@ def _step_kernel(
                         ranked = wp.int32(0)
                         if jacobi and it == passes - 1 and passes >= RANKED_PASSES:
                             if lane == 0:
-                                ranked = rank_level(bodies, splits, c, order, world, first, last, up)
+                                ranked = rank_level(bodies, splits, c, order, world, first, last, manifolds, up)
                             if wp.static(block):
                                 ranked = block_share(ranked, lanes)
                         groups = wp.max(ranked / 2 + ranked % 2, 1)

@@ -127,7 +127,7 @@ def rank_one_level(
     ranked: wp.array[wp.int32],
 ):
     world = wp.tid()
-    ranked[world] = solver.rank_level(bodies, splits, c, order, world, 0, manifolds, wp.vec3(0.0, 0.0, 1.0))
+    ranked[world] = solver.rank_level(bodies, splits, c, order, world, 0, manifolds, manifolds, wp.vec3(0.0, 0.0, 1.0))
 
 
 def bfs_ranks(pairs: list[tuple[int, int]], anchors: set[int]) -> dict[int, int]:
