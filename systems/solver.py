@@ -1354,22 +1354,20 @@ def backed(
     manifolds: int,
     body: int,
     push: wp.vec3,
-    up: wp.vec3,
 ) -> bool:
     """Whether a manifold outside the level ``order[first:last]`` (of ``order[0:manifolds]``) presses ``body`` against
-    a body that it does not move (``manifold_inverse_masses``) in a direction within ``BACKED_COS`` of ``-push``: the
-    body cannot give way to a push along ``push`` (``rank_level``)."""
+    a body that cannot move (static, locked or asleep: ``inv_mass_of`` 0) in a direction within ``BACKED_COS`` of
+    ``-push``: the body cannot give way to a push along ``push`` (``rank_level``)."""
     for m in range(manifolds):
         if m < first or m >= last:
             k = order[world, m]
             a = c.body_a[world, k]
             b = c.body_b[world, k]
             if a == body or b == body:
-                ima, imb = manifold_inverse_masses(bodies, c, world, k, up)
-                n = c.normal[world, k]  # from A to B: the manifold pushes B along it and A against it
-                if a == body and imb <= 0.0 and ima > 0.0 and wp.dot(n, push) > BACKED_COS:
-                    return True
-                if b == body and ima <= 0.0 and imb > 0.0 and wp.dot(n, push) < -BACKED_COS:
+                # the other body cannot move (static, locked or asleep); the manifold pushes B along its normal
+                # (from A to B) and A against it
+                along = wp.dot(c.normal[world, k], push)
+                if wp.where(a == body, along, -along) > BACKED_COS and inv_mass_of(bodies, world, a + b - body) <= 0.0:
                     return True
     return False
 
@@ -1408,9 +1406,9 @@ def rank_level(
         a = c.body_a[world, k]
         b = c.body_b[world, k]
         n = c.normal[world, k]
-        if splits.rank[world, a] != 0 and backed(bodies, c, order, world, first, last, manifolds, a, -n, up):
+        if splits.rank[world, a] != 0 and backed(bodies, c, order, world, first, last, manifolds, a, -n):
             splits.rank[world, a] = 0
-        if splits.rank[world, b] != 0 and backed(bodies, c, order, world, first, last, manifolds, b, n, up):
+        if splits.rank[world, b] != 0 and backed(bodies, c, order, world, first, last, manifolds, b, n):
             splits.rank[world, b] = 0
     for _round in range(last - first):  # shortest paths (Bellman-Ford): at most as many rounds as manifolds
         changed = wp.int32(0)
