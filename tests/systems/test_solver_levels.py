@@ -181,3 +181,77 @@ def test_ranks_count_the_manifolds_to_the_nearest_wall_in_any_listing_order(wall
     assert {i: int(got[i]) for i in expected} == expected
     assert [expected[row_of[2 + i]] for i in range(wall_cubes)] == list(range(1, wall_cubes + 1))
     assert int(ranked.numpy()[0]) == 2 * wall_cubes + 1
+
+
+def backed_reference(pairs, normals, outside, outside_normals, fixed):
+    """numpy's ``solver.backed`` for each body of the level's ``pairs`` (normals from A to B): a manifold of
+    ``outside`` presses it against a ``fixed`` body against a push of the level on it (within ``BACKED_COS``)."""
+    cos = float(solver.BACKED_COS)
+    out = set()
+    for (a, b), n in zip(pairs, normals, strict=True):
+        for body, push in ((a, -n), (b, n)):
+            for (oa, ob), on in zip(outside, outside_normals, strict=True):
+                if body in (oa, ob) and (oa + ob - body) in fixed:
+                    along = float(np.dot(on, push))
+                    if (along if oa == body else -along) > cos:
+                        out.add(body)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("wall_cubes", [2, 4])
+def test_a_body_backed_by_a_wall_in_another_level_is_an_anchor(wall_cubes, seed):
+    """The scene above with the wall's manifold and the floor's listed after the level, as another level would be:
+    the cube the others push into the wall is still an anchor (``backed``, numpy's reference), the floor (its
+    normals across the pushes) backs nothing, and the ranks count outwards from that cube."""
+    rng = np.random.default_rng(seed)
+    wall = BodySpec(ShapeType.BOX, size=(0.1, 2.0, 1.0), position=(0.1, 0, 1.0), response=Response.STATIC)
+    row = [
+        BodySpec(ShapeType.BOX, size=(HALF,) * 3, position=(-HALF - 2 * HALF * i, 0.0, HALF)) for i in range(wall_cubes)
+    ]
+    free = [BodySpec(ShapeType.BOX, size=(HALF,) * 3, position=(x, 3.0, HALF)) for x in (-1.0, -1.0 - 2 * HALF)]
+    sim = scene.build([scene.floor(), wall, *row, *free], PhysicsConfig(max_bodies=16))
+    sim.step()
+    contact = sim.tables["contact"]
+    count = int(contact["alive"].numpy()[0].sum())
+    a, b = contact["contact_body_a"].numpy()[0], contact["contact_body_b"].numpy()[0]
+    normal = contact["contact_normal"].numpy()[0]
+    starts = [k for k in range(count) if k == 0 or (a[k], b[k]) != (a[k - 1], b[k - 1])]
+    fixed = {0, 1}  # the floor and the wall
+    level = [k for k in starts if not ({int(a[k]), int(b[k])} & fixed)]
+    outside = [k for k in starts if {int(a[k]), int(b[k])} & fixed]
+    assert len(level) == wall_cubes and any(abs(normal[k, 2]) < 0.5 for k in outside)
+    rng.shuffle(level)
+    rng.shuffle(outside)
+    pair = lambda k: (int(a[k]), int(b[k]))  # noqa: E731
+    anchors = backed_reference(
+        [pair(k) for k in level],
+        [normal[k] for k in level],
+        [pair(k) for k in outside],
+        [normal[k] for k in outside],
+        fixed,
+    )
+    assert anchors == {2}, anchors  # the cube against the wall (table row 2), whichever side of its pairs it is
+    body, _contact, solver_bodies, splits, c = scene.solver_views(sim)
+    ranked = wp.zeros(1, dtype=wp.int32)
+    order = wp.array([level + outside], dtype=wp.int32)
+    wp.launch(rank_level_of_part, dim=1, inputs=[solver_bodies, splits, c, order, len(level), len(starts), ranked])
+    expected = bfs_ranks([pair(k) for k in level], anchors)
+    got = body["split_rank"].numpy()[0]
+    assert {i: int(got[i]) for i in expected} == expected
+    assert [expected[2 + i] for i in range(wall_cubes)] == list(range(wall_cubes))
+    assert int(ranked.numpy()[0]) == 2 * (wall_cubes - 1) + 1
+
+
+@wp.kernel
+def rank_level_of_part(
+    bodies: solver.Bodies,
+    splits: solver.Splits,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    last: int,
+    manifolds: int,
+    ranked: wp.array[wp.int32],
+):
+    world = wp.tid()
+    ranked[world] = solver.rank_level(bodies, splits, c, order, world, 0, last, manifolds, wp.vec3(0.0, 0.0, 1.0))
