@@ -352,8 +352,8 @@ class BodyVertices:
 class PairBefore:
     """Solver scratch: what the pair in this row of the ``pair`` archetype found in the last narrowphase: its two
     bodies (``PairBodyA``, ``PairBodyB``), the first contact row it wrote and how many rows it made (``kept_rows``);
-    body ``-1`` where none is kept. Zeros (bodies 0 and 0, no pair) keep nothing either, so a state saved before the
-    column existed loads with it zeroed and steps on as it would have."""
+    zeros (bodies 0 and 0, no pair) where it keeps none: a new simulation's, a row the pair list no longer reaches,
+    and a state saved before the column existed, which loads with it zeroed and steps on as it would have."""
 
     value: wp.vec4i
 
@@ -3034,9 +3034,11 @@ def _step_kernel(
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 0, clock)
                 pair_count = world_pair_count_in[world]
-                # The pairs the last narrowphase found but this one does not list found their rows at other poses.
+                # The pairs the last narrowphase found but this one does not list found their rows at other poses:
+                # their records go back to zeros (no pair), as a new simulation's and a loaded state's that lacked them.
                 for k in range(pair_count + lane, world_solver_counts_out[world, 2], lanes):
-                    pair_out.pair_before[world, k] = wp.vec4i(-1, -1, 0, 0)
+                    pair_out.pair_before[world, k] = wp.vec4i(0, 0, 0, 0)
+                    pair_out.pair_margin_before[world, k] = 0.0
                 if wp.static(block):
                     narrowphase_lanes(
                         c,
