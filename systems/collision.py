@@ -1,8 +1,9 @@
 """Collision: shape components, the per-world broadphase, narrowphase for every shape pair, the contact table.
 
 Broadphase (``find_pairs``, once per step, one thread per world): every body's axis-aligned
-box, grown by how far the body can move in the step, is tested against the others; pairs that
-may touch in this step go to the ``pair`` table. Two methods, picked by ``broadphase``:
+box, grown by how far the body can move in the step (``BroadphaseReach``: its own motion, or more
+where a faster body whose box overlaps its own may push it along), is tested against the others;
+pairs that may touch in this step go to the ``pair`` table. Two methods, picked by ``broadphase``:
 ``Broadphase.SORT_SWEEP`` (default: sort the boxes along x with an insertion sort that starts
 from last step's order, then sweep) and ``Broadphase.ALL_PAIRS`` (test every pair). Planes are
 infinite and are paired with every movable body whose box reaches them.
@@ -126,6 +127,15 @@ class AabbUpper:
     value: wp.vec3
 
 
+@ecs.component(upgrade=ecs.zeros_if_missing)
+class BroadphaseReach:
+    """How far any point of the body can move in the step [m] as the broadphase grows its box (``find_pairs``):
+    its own motion and the contact margin, or the larger reach of a body whose box overlaps its own and may push it
+    along. Written before it is read each step, so a state saved before the column existed loads it as 0."""
+
+    value: wp.float32
+
+
 @ecs.component(index_of="body", nullable=True)
 class SweepOrder:
     """Sort-and-sweep order: entry ``k`` of a world is the body row with the k-th lowest box along x."""
@@ -240,7 +250,7 @@ class ContactCount:
     value: wp.int32
 
 
-SHAPE_COMPONENTS = (Shape, Size, AabbLower, AabbUpper, SweepOrder)
+SHAPE_COMPONENTS = (Shape, Size, AabbLower, AabbUpper, BroadphaseReach, SweepOrder)
 PAIR_COMPONENTS = (PairBodyA, PairBodyB)
 CONTACT_COMPONENTS = (
     ContactBodyA,
@@ -836,7 +846,18 @@ BroadphaseBodies = ecs.bundle(
     "BroadphaseBodies",
     ["alive", Shape, Size, Position, Rotation, LinearVelocity, AngularVelocity, BodyResponse, LockedBy, Mass, Force],
 )
-BroadphaseBoxes = ecs.bundle("BroadphaseBoxes", [AabbLower, AabbUpper, SweepOrder])
+
+
+@wp.func
+def core_gap(body_in: BroadphaseBodies, world: int, i: int, j: int, ei: wp.vec3) -> float:
+    """How far apart the world-axis boxes around bodies ``i`` (half extents ``ei``) and ``j`` are before the
+    broadphase grows them, along the axis that separates them most (negative where they overlap)."""
+    ej = shape_extent(body_in.shape[world, j], body_in.size[world, j], body_in.rotation[world, j])
+    d = body_in.position[world, i] - body_in.position[world, j]
+    return wp.max(wp.max(wp.abs(d[0]) - ei[0] - ej[0], wp.abs(d[1]) - ei[1] - ej[1]), wp.abs(d[2]) - ei[2] - ej[2])
+
+
+BroadphaseBoxes = ecs.bundle("BroadphaseBoxes", [AabbLower, AabbUpper, BroadphaseReach, SweepOrder])
 JointLinks = ecs.bundle("JointLinks", ["alive", JointBodyA, JointBodyB])
 PairRows = ecs.bundle("PairRows", ["alive", PairBodyA, PairBodyB])
 
@@ -863,11 +884,10 @@ def find_pairs(
     for i in range(nb):
         lo = wp.vec3(BIG, BIG, BIG)
         hi = wp.vec3(-BIG, -BIG, -BIG)
+        reach = wp.float32(0.0)
         shape = body_in.shape[world, i]
         if body_in.alive[world, i] != 0 and shape != PLANE:
-            x = body_in.position[world, i]
-            size = body_in.size[world, i]
-            e = shape_extent(shape, size, body_in.rotation[world, i])
+            e = shape_extent(shape, body_in.size[world, i], body_in.rotation[world, i])
             # Anything the body can reach during the step: its speed, its spin at its outer radius,
             # what gravity and its force add, and the margin the narrowphase keeps.
             speed = wp.length(body_in.linear_velocity[world, i]) + wp.length(
@@ -878,10 +898,42 @@ def find_pairs(
                 speed += pull * physics_dt
             reach = speed * physics_dt + contact_margin
             grow = wp.vec3(reach, reach, reach)
-            lo = x - e - grow
-            hi = x + e + grow
+            lo = body_in.position[world, i] - e - grow
+            hi = body_in.position[world, i] + e + grow
         body_out.aabb_lower[world, i] = lo
         body_out.aabb_upper[world, i] = hi
+        body_out.broadphase_reach[world, i] = reach
+    # A body that a faster one may push moves as far as its pusher has left to go once they touch, so its box must
+    # allow for that: a box at rest 0.4 m from a wall, struck by a heavy box at 15 m/s, made no pair with the wall
+    # and was driven through it. Each movable body whose box overlaps a body's of larger reach takes that reach less
+    # the gap between their boxes before growing (``core_gap``), through chains of them, until none grows (the least
+    # fixed point: the same whatever the row order).
+    grew = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+    while grew:
+        grew = bool(False)  # noqa: UP018
+        for i in range(nb):
+            if body_out.aabb_lower[world, i][0] < BIG and movable(
+                body_in.response[world, i], body_in.locked_by[world, i]
+            ):
+                for j in range(nb):
+                    if body_out.broadphase_reach[world, j] > body_out.broadphase_reach[world, i]:  # noqa: SIM102
+                        if boxes_overlap(
+                            body_out.aabb_lower[world, i],
+                            body_out.aabb_upper[world, i],
+                            body_out.aabb_lower[world, j],
+                            body_out.aabb_upper[world, j],
+                        ):
+                            e = shape_extent(
+                                body_in.shape[world, i], body_in.size[world, i], body_in.rotation[world, i]
+                            )
+                            gap = core_gap(body_in, world, i, j, e)
+                            far = body_out.broadphase_reach[world, j] - wp.max(gap, 0.0)
+                            if far > body_out.broadphase_reach[world, i]:
+                                grow = wp.vec3(far, far, far)
+                                body_out.aabb_lower[world, i] = body_in.position[world, i] - e - grow
+                                body_out.aabb_upper[world, i] = body_in.position[world, i] + e + grow
+                                body_out.broadphase_reach[world, i] = far
+                                grew = True
     count = wp.int32(0)
     # Planes pair with every movable body whose box reaches below them.
     for p in range(nb):

@@ -7,7 +7,9 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    contact table, with speculative contacts: the margin of a pair grows by how far its bodies
    can move in the substep (speed, spin at the outer radius, gravity and force), so the solve
    below keeps them apart along normals found before they moved and no body passes a thin wall
-   within a substep or is pushed out on its far side. With sleeping bodies (``sleep_substeps``), a pair of
+   within a substep or is pushed out on its far side. A body that another may push along takes
+   the pusher's reach less the gap between them (``pass_on_reach``, through chains of bodies):
+   a box at rest short of a wall, struck by a faster one, gets a row with the wall. With sleeping bodies (``sleep_substeps``), a pair of
    bodies held still since the substep before (asleep through it, or static and not moved) copies the rows it
    made then instead (``kept_rows``, ``PhysicsConfig.keep_resting_contacts``): the rows the collision would make;
 2. integrate: dynamic bodies get gravity (``gravity`` along world z), external force and torque,
@@ -109,7 +111,7 @@ import warp as wp
 import ecs
 
 from .collision import Contacts, Poses, collide, fill_vertices, on_cpu, shape_extent
-from .geometry import is_round
+from .geometry import PLANE, is_round
 from .grab import GrabJoints
 from .rigid_body import (
     KINEMATIC,
@@ -285,8 +287,9 @@ class SplitRank:
 
 @ecs.component
 class SubstepReach:
-    """Solver scratch: how far any point of the body can move in the substep (``substep_reach``) [m], found once per
-    body for the narrowphase's speculative margins."""
+    """Solver scratch: how far any point of the body can move in the substep [m], for the narrowphase's speculative
+    margins: its own motion (``substep_reach``), or more where a body that may push it passes on its reach
+    (``pass_on_reach``)."""
 
     value: wp.float32
 
@@ -380,7 +383,7 @@ STATE_COMPONENTS = (SleepCount, BodyBefore)
 PAIR_SCRATCH_COMPONENTS = (PairBefore, PairMarginBefore)  # of the ``pair`` archetype
 
 # The stages of a solver substep whose clock cycles a timed solver counts (``step_kernel(timed=True)``), in the
-# order of SolverCycles' entries: reach (keeping the substep before's contacts, each body's reach), narrowphase,
+# order of SolverCycles' entries: reach (keeping the substep before's contacts, each body's reach, passed on), narrowphase,
 # integrate, order (normal speeds, manifold order, levels), warm_start, joints, levels (the contact passes) and
 # velocities (velocity update and velocity pass).
 SOLVER_STAGES = ("reach", "narrowphase", "integrate", "order", "warm_start", "joints", "levels", "velocities")
@@ -614,6 +617,42 @@ def substep_reach(bodies: Bodies, poses: Poses, world: int, i: int, h: float, gr
     if movable(response, locked):
         speed += (wp.abs(gravity) + wp.length(force) / bodies.mass[world, i]) * h
     return speed * h
+
+
+@wp.func
+def takes_reach(
+    bodies: Bodies,
+    force: wp.array2d[wp.vec3],
+    torque: wp.array2d[wp.vec3],
+    sleep_count: wp.array2d[wp.int32],
+    reach: wp.array2d[wp.float32],
+    world: int,
+    src: int,
+    dst: int,
+) -> bool:
+    """Whether body ``dst`` may take a reach from ``src`` when the two may touch (``pass_on_reach``), ``src``'s being
+    the larger: ``dst`` moves in this substep as the solver sees it, or it sleeps and ``src`` would wake it
+    (``stirs``, or ``src`` sleeps too and took a reach from a body that wakes it)."""
+    if reach[world, src] <= reach[world, dst]:
+        return False
+    lock = bodies.locked_by[world, dst]
+    if movable(bodies.response[world, dst], lock):
+        return True
+    if lock != SLEEPING:
+        return False
+    if bodies.locked_by[world, src] == SLEEPING:
+        return True
+    return stirs(bodies, force, torque, sleep_count, world, src)
+
+
+@wp.func
+def box_gap(poses: Poses, world: int, a: int, b: int) -> float:
+    """How far apart the world-axis boxes around bodies ``a`` and ``b`` are at the substep's start poses, along the
+    axis that separates them most (negative where they overlap): no point of one is nearer the other than this."""
+    ea = shape_extent(poses.shape[world, a], poses.size[world, a], poses.rotation[world, a])
+    eb = shape_extent(poses.shape[world, b], poses.size[world, b], poses.rotation[world, b])
+    d = poses.position[world, a] - poses.position[world, b]
+    return wp.max(wp.max(wp.abs(d[0]) - ea[0] - eb[0], wp.abs(d[1]) - ea[1] - eb[1]), wp.abs(d[2]) - ea[2] - eb[2])
 
 
 @wp.func
@@ -2651,6 +2690,46 @@ def copy_row(c: Contacts, world: int, src: int, dst: int):
 
 
 @wp.func
+def pass_on_reach(
+    bodies: Bodies,
+    poses: Poses,
+    force: wp.array2d[wp.vec3],
+    torque: wp.array2d[wp.vec3],
+    sleep_count: wp.array2d[wp.int32],
+    pairs: SolverPairs,
+    reach: wp.array2d[wp.float32],
+    world: int,
+    pair_count: int,
+    contact_margin: float,
+    lane: int,
+    lanes: int,
+) -> bool:
+    """One sweep of ``lane::lanes`` of the world's candidate pairs: where two bodies may touch in the substep (their
+    ``box_gap`` within ``contact_margin`` and both reaches), the one that the other can push along (``takes_reach``)
+    takes the other's reach less that gap, if larger. Returns whether any reach grew. A body pushed by a faster one
+    moves as far as its pusher has left to go once they touch, so the margins of its own pairs must allow for that:
+    a box at rest 7 cm from a wall, struck by a held box at 10 m/s, made no row with the wall and was driven 5 cm
+    into it within one substep. Sweeps until none grows give every body the largest reach that a chain of bodies
+    that may touch passes on to it: the least fixed point, whatever the order of the sweeps and lanes (a reach only
+    grows, to another body's less a gap between the poses the substep starts from)."""
+    grew = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+    for k in range(lane, pair_count, lanes):
+        a = pairs.pair_body_a[world, k]
+        b = pairs.pair_body_b[world, k]
+        if poses.shape[world, a] != PLANE and poses.shape[world, b] != PLANE:
+            for side in range(2):
+                src = wp.where(side == 0, a, b)
+                dst = wp.where(side == 0, b, a)
+                if takes_reach(bodies, force, torque, sleep_count, reach, world, src, dst):
+                    gap = box_gap(poses, world, a, b)
+                    far = reach[world, src] - wp.max(gap, 0.0)
+                    if gap <= contact_margin + reach[world, a] + reach[world, b] and far > reach[world, dst]:  # noqa: SIM102
+                        if wp.atomic_max(reach, world, dst, far) < far:
+                            grew = True
+    return grew
+
+
+@wp.func
 def narrowphase(
     c: Contacts,
     poses: Poses,
@@ -3031,9 +3110,29 @@ def _step_kernel(
                         fill_vertices(poses, world, i)
                 if wp.static(block):
                     block_sync(lanes)
+                pair_count = world_pair_count_in[world]
+                # Each body's reach grown to the largest that bodies which may push it pass on (``pass_on_reach``).
+                again = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+                while again:
+                    again = pass_on_reach(
+                        bodies,
+                        poses,
+                        body_in.force,
+                        body_in.torque,
+                        body_out.sleep_count,
+                        pair_in,
+                        body_out.substep_reach,
+                        world,
+                        pair_count,
+                        contact_margin,
+                        lane,
+                        lanes,
+                    )
+                    if wp.static(block):
+                        block_sync(lanes)
+                        again = block_any(again, lanes)
                 if wp.static(timed):
                     clock = lap(world_solver_cycles_out, world, lane, 0, clock)
-                pair_count = world_pair_count_in[world]
                 # The pairs the last narrowphase found but this one does not list found their rows at other poses:
                 # their records go back to zeros (no pair), as a new simulation's and a loaded state's that lacked them.
                 for k in range(pair_count + lane, world_solver_counts_out[world, 2], lanes):

@@ -169,9 +169,10 @@ KEPT_ROWS_RECORDS = ["table/pair/pair_before", "table/pair/pair_margin_before", 
 # 2-wide ``solver_counts``) and before the solver kept each body's shape. 856f1fd: before sleeping too, and before
 # the last pass's ranks and the narrowphase's vertex table; saved with the solver unstaged, then the default.
 OLD_HIDE_AND_SEEK = {
-    "7547d2f": (["table/body/body_before", *KEPT_ROWS_RECORDS], {}),
+    "7547d2f": (["table/body/broadphase_reach", "table/body/body_before", *KEPT_ROWS_RECORDS], {}),
     "856f1fd": (
         [
+            "table/body/broadphase_reach",
             "table/body/sleep_count",
             "table/body/body_before",
             "table/body/split_rank",

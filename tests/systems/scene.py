@@ -15,7 +15,7 @@ import warp as wp
 
 import ecs
 from systems import physics, solver
-from systems.collision import Contacts
+from systems.collision import Contacts, Poses
 from systems.geometry import ShapeType
 from systems.physics import BodySpec
 from systems.rigid_body import Response
@@ -79,6 +79,15 @@ def quat_matrix(q: np.ndarray) -> np.ndarray:
             [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
         ]
     )
+
+
+def poses(body: dict) -> Poses:
+    """The narrowphase's view (``collision.Poses``) of a world table ``body`` (from ``solver_views``), keeping each
+    pair's vertices as a CPU thread does."""
+    out = Poses()
+    out.shape, out.size, out.position, out.rotation = body["shape"], body["size"], body["position"], body["rotation"]
+    out.keep_vertices = True
+    return out
 
 
 def solver_views(sim: ecs.BatchSim) -> tuple[dict, dict, solver.Bodies, solver.Splits, Contacts]:

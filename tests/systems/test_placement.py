@@ -58,6 +58,7 @@ def test_body_columns_are_the_physics_body_columns():
         "body_before",
         "aabb_lower",
         "aabb_upper",
+        "broadphase_reach",
         "split_count",
         "split_move",
         "split_turn",

@@ -72,14 +72,7 @@ def solve(sim, starts: list[int], count: int, *, jacobi: bool) -> dict[str, np.n
     """The level solved from copies of the tables, its manifolds taken in the order of ``starts``."""
     body, contact, bodies, splits, c = scene.solver_views(sim)
     device = body["alive"].device
-    poses = Poses()
-    poses.shape, poses.size, poses.position, poses.rotation = (
-        body["shape"],
-        body["size"],
-        body["position"],
-        body["rotation"],
-    )
-    poses.keep_vertices = True
+    poses = scene.poses(body)
     impulse = wp.zeros_like(contact["contact_impulse"])
     friction = wp.zeros_like(contact["contact_friction"])
     order = wp.array([starts], dtype=wp.int32, device=device)
