@@ -2716,16 +2716,16 @@ def pass_on_reach(
     for k in range(lane, pair_count, lanes):
         a = pairs.pair_body_a[world, k]
         b = pairs.pair_body_b[world, k]
-        if poses.shape[world, a] != PLANE and poses.shape[world, b] != PLANE:
-            for side in range(2):
-                src = wp.where(side == 0, a, b)
-                dst = wp.where(side == 0, b, a)
-                if takes_reach(bodies, force, torque, sleep_count, reach, world, src, dst):
-                    gap = box_gap(poses, world, a, b)
-                    far = reach[world, src] - wp.max(gap, 0.0)
-                    if gap <= contact_margin + reach[world, a] + reach[world, b] and far > reach[world, dst]:  # noqa: SIM102
-                        if wp.atomic_max(reach, world, dst, far) < far:
-                            grew = True
+        # Only the body of the larger reach can pass one on.
+        src = wp.where(reach[world, a] > reach[world, b], a, b)
+        dst = wp.where(src == a, b, a)
+        solid = poses.shape[world, a] != PLANE and poses.shape[world, b] != PLANE
+        if solid and takes_reach(bodies, force, torque, sleep_count, reach, world, src, dst):
+            gap = box_gap(poses, world, a, b)
+            far = reach[world, src] - wp.max(gap, 0.0)
+            if gap <= contact_margin + reach[world, a] + reach[world, b] and far > reach[world, dst]:  # noqa: SIM102
+                if wp.atomic_max(reach, world, dst, far) < far:
+                    grew = True
     return grew
 
 
