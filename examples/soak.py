@@ -2,7 +2,9 @@
 
 Checks every ``--check-every`` steps: every observation, reward and body column is finite; no
 spawn overflowed a table (``sim.step()`` raises ``ecs.CapacityError`` otherwise); contact depth
-stays under ``--max-depth`` and body speed under ``--max-speed``; resident memory does not grow
+stays under ``--max-depth`` and body speed under ``--max-speed``; in a level with outside walls,
+every dynamic body's centre stays within them (none went through them; without them agents may run
+off the floor, as in OpenAI's); resident memory does not grow
 by more than ``--max-growth-mib`` after the first check. Exits 1 on the first violation, naming
 it; prints a summary line either way.
 
@@ -34,6 +36,7 @@ from tqdm import tqdm
 import ecs
 import envs
 from envs.hide_and_seek import Kind
+from systems.rigid_body import Response
 
 
 def rss_mib() -> float:
@@ -68,6 +71,25 @@ def check(sim: ecs.BatchSim, step: int, max_depth: float, max_speed: float, wors
     for k in ("position", "linear_velocity", "angular_velocity"):
         if not torch.isfinite(body[k][alive]).all():
             return f"body {k} is not finite"
+    cfg = sim.env.config
+    response = sim.tensor("body", "response")
+    static = alive & (response == int(Response.STATIC))
+    # The outside walls are the static bodies taller than the inner walls; their inner faces lie a wall's
+    # thickness inside the floor's edge.
+    walled = (static & (sim.tensor("body", "size")[..., 2] > 0.5 * cfg.wall_height + 1e-3)).any(dim=1, keepdim=True)
+    inside = alive & walled & (response == int(Response.DYNAMIC))
+    if inside.any():
+        face = 0.5 * cfg.floor_size - cfg.wall_thickness
+        out = body["position"][..., :2].abs().amax(dim=-1) - face  # how far past the walls' inner faces
+        out = torch.where(inside, out, -math.inf)
+        at = int(out.argmax().item())
+        world, row = divmod(at, out.shape[1])
+        if out[world, row].item() > 0.0:
+            kind = Kind(int(sim.tensor("body", "kind")[world, row].item())).name.lower()
+            return (
+                f"a {kind}'s centre (world {world}, body {row}) is {out[world, row].item():.3f} m past the inner "
+                "face of the outside walls"
+            )
     speed = body["linear_velocity"][alive].norm(dim=-1).max().item() if alive.any() else 0.0
     worst["speed"] = max(worst["speed"], speed)
     if speed > max_speed:

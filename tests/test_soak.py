@@ -92,3 +92,37 @@ def test_soak_takes_a_config_and_a_sticky_policy(tmp_path):
     assert f"world {at['world']}, {' on '.join(at['kinds'])})" in r.stdout
     r = soak("--set", "physics_substep=4")
     assert r.returncode == 2 and "--set: unknown config key(s) ['physics_substep']" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("corner", [(2.95, 0.0), (0.4, -3.2), (-2.91, 2.8)])
+def test_soak_reports_a_body_through_the_outside_walls(corner):
+    """In a level with outside walls, a dynamic body whose centre is past their inner faces (2.9 m from the centre)
+    fails the check, named with its world and row and how far out; the levels as they were, a body put back, and a
+    body run off a floor without outside walls (as OpenAI's agents may) pass."""
+    import torch
+
+    import ecs
+    import envs
+    from envs.hide_and_seek import Kind
+
+    soak = _soak_module()
+    worst = {"speed": 0.0, "depth": 0.0}
+    for walls in (1.0, 0.0):
+        sim = ecs.BatchSim(envs.make("hide_and_seek", outside_walls_prob=walls), 3, device="cpu", seed=2, capture=False)
+        sim.step()
+        assert soak.check(sim, 1, 1.0, 100.0, worst) is None
+        row = int(torch.nonzero(sim.tensor("body", "kind")[1] == int(Kind.BOX))[0, 0])
+        position = sim.tensor("body", "position")
+        inside = position[1, row].clone()
+        position[1, row, 0], position[1, row, 1] = corner
+        problem = soak.check(sim, 1, 1.0, 100.0, worst)
+        if walls:
+            past = max(abs(c) for c in corner) - 2.9
+            assert (
+                problem
+                == f"a box's centre (world 1, body {row}) is {past:.3f} m past the inner face of the outside walls"
+            )
+        else:
+            assert problem is None
+        position[1, row] = inside
+        assert soak.check(sim, 1, 1.0, 100.0, worst) is None
