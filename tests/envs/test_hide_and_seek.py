@@ -444,3 +444,54 @@ def test_the_wedge_scene_pushes_the_box_aside():
     assert min(pushed) >= 0.3 - 0.205 - 0.005, pushed
     deepest, pushed = wedge_overlaps(0.31, phases=2)
     assert max(deepest) < 0.0 and max(abs(p) for p in pushed) < 0.002, (deepest, pushed)
+
+
+def doorway_jam_depth(quarter: int, offset: tuple[float, float], steps: int = 30) -> float:
+    """A hider drives an elongated box (1.65 x 0.15 m) diagonally into the corner of an outside wall and an inner wall
+    that ends at a doorway, where a seeker stands frozen (preparation: kinematic, immovable) just below the wall's
+    line; the box pivots on the wall's end and swings onto the seeker. The scene turned by ``quarter`` quarter
+    turns and shifted by ``offset``. Returns the deepest contact between the box and the seeker after any step [m]."""
+    from tests.envs.test_hide_and_seek_strategies import Scene
+
+    scene = Scene(quarter, offset)
+    tall = (0.1, 4.0)
+    outside = (
+        (*scene.point(-3.05, -2.95), *scene.point(3.05, -2.95), *tall),
+        (*scene.point(-3.05, 2.95), *scene.point(3.05, 2.95), *tall),
+        (*scene.point(-2.95, -3.05), *scene.point(-2.95, 3.05), *tall),
+        (*scene.point(2.95, -3.05), *scene.point(2.95, 3.05), *tall),
+    )
+    sim = build(
+        fixed_walls=(*outside, scene.wall(-3.05, 0.33, -1.488, 0.33), scene.wall(-0.788, 0.33, 0.472, 0.33)),
+        fixed_boxes=(scene.placed(-1.561, -1.465, 0.0, 1.65, 0.15, 0.5),),
+        fixed_agents=(
+            scene.agent(0, -0.805, -1.957, math.radians(40.1)),
+            scene.agent(1, -1.198, 0.056, math.radians(74.7)),
+        ),
+        max_episode_steps=240,
+        prep_fraction=0.4,
+    )
+    sim.step()
+    pair = {int(np.nonzero(body(sim, "kind")[0] == Kind.BOX)[0][0]), agent_row(sim, SEEKER)}
+    deepest = -np.inf
+    for _ in range(steps):
+        scene.drive(sim, HIDER, -1, 1)
+        sim.step()
+        contact = {k: sim.tensor("contact", k)[0].numpy() for k in ("alive", "contact_body_a", "contact_body_b")}
+        depth = sim.tensor("contact", "contact_depth")[0].numpy()
+        for k in np.flatnonzero(contact["alive"]):
+            if {int(contact["contact_body_a"][k]), int(contact["contact_body_b"][k])} == pair:
+                deepest = max(deepest, float(depth[k]))
+    return deepest
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the sticky soak at seed 3 (54 mm, step 36, world 90): the box, pinned between the wall's end, the "
+    "outside wall and the frozen seeker, ends steps 4 cm inside the seeker. The last pass solves the agents' level "
+    "(contacts at 0.15 m) before the walls' (0.25 m), whose push has the last word. Here: 4.1 cm; with all of them "
+    "one level (LEVEL_GAP 0.3 m) 1.6 cm; 4 contact passes 2.8 cm; 16 and 32 substeps 1.0 and 0.5 cm",
+)
+@pytest.mark.parametrize(("quarter", "offset"), [(0, (0.0, 0.0)), (2, (-0.05, 0.03))])
+def test_a_box_swung_into_a_doorway_stays_out_of_a_frozen_seeker(quarter, offset):
+    assert doorway_jam_depth(quarter, offset) < 0.01
