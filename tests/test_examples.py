@@ -189,7 +189,7 @@ def test_cli_state_describes_a_saved_state_and_whether_this_engine_loads_it(tmp_
     old = ROOT / "tests" / "ecs" / "data" / "hide_and_seek_856f1fd.npz"
     out = run("-m", "ecs", "state", str(old), "--load", "--steps", "2").stdout
     assert "env 'hide_and_seek', 2 worlds, seed 4" in out
-    assert "brought across from an earlier form: table/body/sleep_count, table/body/body_before" in out
+    assert "brought across from an earlier form: table/body/broadphase_reach, table/body/sleep_count" in out
     assert "stepped on 2 steps" in out
 
     state = ecs.checkpoint.load_state(path)
