@@ -191,6 +191,11 @@ BACKED_COS = wp.constant(0.7)
 # at 42 m/s: that pass is also the first, and holding bodies still in it leaves their holders' joints and the other
 # contacts no pass to share the push in.
 RANKED_PASSES = wp.constant(2)
+# Sweeps, after the last pass, over the manifolds that hold a pinched body (one that two manifolds push from opposite
+# sides against bodies that cannot move, ``mark_pinched``). Levels go by height, so the last pass took the manifolds
+# of such a body one level at a time, and the last level's push had the last word: a box that a hider swung into a
+# doorway, pinned between the wall's end above and a frozen seeker below, ended steps 4 cm inside the seeker.
+PINNED_SWEEPS = wp.constant(4)
 # m: manifolds within this height of a level's lowest belong to it: supports at one height, not a
 # body touching two things at different heights (a cube at a ramp's foot). At 0.1 mm, the faces of a row of boxes
 # pressed into a wall, each box sunk into the floor by a different fraction of a millimetre, fell into levels of one
@@ -1409,6 +1414,79 @@ def backed(
                 if wp.where(a == body, along, -along) > BACKED_COS and inv_mass_of(bodies, world, a + b - body) <= 0.0:
                     return True
     return False
+
+
+@wp.func
+def pinned_body(bodies: Bodies, c: Contacts, world: int, k: int) -> int:
+    """The body of the manifold at row ``k`` that the solver moves where the other cannot (``inv_mass_of`` 0),
+    or -1."""
+    a = c.body_a[world, k]
+    b = c.body_b[world, k]
+    fixed_a = inv_mass_of(bodies, world, a) <= 0.0
+    fixed_b = inv_mass_of(bodies, world, b) <= 0.0
+    if fixed_a and not fixed_b:
+        return b
+    if fixed_b and not fixed_a:
+        return a
+    return -1
+
+
+@wp.func
+def mark_pinched(
+    bodies: Bodies, splits: Splits, c: Contacts, order: wp.array2d[wp.int32], world: int, manifolds: int, up: wp.vec3
+) -> int:
+    """Marks each body that two manifolds push from opposite sides (within ``BACKED_COS``) against bodies that
+    cannot move (``splits.rank`` -1; pinched), then each manifold that pins one so (``splits.move_a``), and returns
+    whether any body is pinched. Keeps up to two such pushes per body that are not along ``up`` (a support) in
+    ``splits.move`` and ``splits.turn`` (``splits.count`` of them, cleared before). One thread."""
+    found = wp.int32(0)
+    for m in range(manifolds):
+        k = order[world, m]
+        body = pinned_body(bodies, c, world, k)
+        if body >= 0:
+            push = wp.where(c.body_a[world, k] == body, -1.0, 1.0) * c.normal[world, k]
+            held = splits.count[world, body]
+            if held > 0 and wp.dot(push, splits.move[world, body]) < -BACKED_COS:
+                splits.rank[world, body] = -1
+                found = 1
+            if held > 1 and wp.dot(push, splits.turn[world, body]) < -BACKED_COS:
+                splits.rank[world, body] = -1
+                found = 1
+            if wp.abs(wp.dot(push, up)) < SHOCK_COS:
+                if held == 0:
+                    splits.move[world, body] = push
+                    splits.count[world, body] = 1
+                elif held == 1:
+                    splits.turn[world, body] = push
+                    splits.count[world, body] = 2
+    if found != 0:
+        # Each manifold that pins such a body against a push from the opposite side: ``splits.move_a`` x 1 at its
+        # first row (free once the levels are done), else 0.
+        for m in range(manifolds):
+            k = order[world, m]
+            body = pinned_body(bodies, c, world, k)
+            pins = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
+            if body >= 0:  # noqa: SIM102 (Warp evaluates both sides of `and`: no row -1)
+                if splits.rank[world, body] == -1:
+                    pins = opposed_push(bodies, c, order, world, manifolds, k, body)
+            splits.move_a[world, k] = wp.vec3(wp.where(pins, 1.0, 0.0), 0.0, 0.0)
+    return found
+
+
+@wp.func
+def opposed_push(
+    bodies: Bodies, c: Contacts, order: wp.array2d[wp.int32], world: int, manifolds: int, k: int, body: int
+) -> bool:
+    """Whether another manifold than the one at row ``k`` pushes ``body`` against a body that cannot move, the opposite
+    way to ``k``'s push on it (within ``BACKED_COS``)."""
+    push = wp.where(c.body_a[world, k] == body, -1.0, 1.0) * c.normal[world, k]
+    opposed = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+    for m in range(manifolds):
+        j = order[world, m]
+        if j != k and pinned_body(bodies, c, world, j) == body:  # noqa: SIM102 (Warp evaluates both sides of `and`)
+            if wp.dot(push, wp.where(c.body_a[world, j] == body, -1.0, 1.0) * c.normal[world, j]) < -BACKED_COS:
+                opposed = True
+    return opposed
 
 
 @wp.func
@@ -3343,13 +3421,21 @@ def _step_kernel(
                     if it == passes - 1:
                         up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
                     first = wp.int32(0)
-                    while first < manifolds:
+                    pin_sweeps = wp.int32(0)  # sweeps left over the manifolds of pinched bodies (PINNED_SWEEPS)
+                    while first < manifolds or pin_sweeps > 0:
                         # A level: the manifolds at one height. When two of them move the same body (a cube
                         # resting on two others, a row pressed together), the level is solved by Jacobi
                         # steps, so the body settles on both supports whichever is listed first, and a
                         # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
                         # and each is solved on its own (on a lane of its own in step_bodies_block).
-                        last, jacobi = level_at(contact_out.contact_level, world, first)
+                        # After the last pass's levels, sweeps over every manifold that holds a pinched body
+                        # (``mark_pinched``), each on its own, on one lane, in the order of the levels.
+                        pinning = first >= manifolds
+                        lo = wp.where(pinning, 0, first)
+                        last = wp.int32(manifolds)
+                        jacobi = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
+                        if not pinning:
+                            last, jacobi = level_at(contact_out.contact_level, world, first)
                         # In the last of RANKED_PASSES passes or more, such a level goes outwards from its anchors, a
                         # group of ranks at a time (``rank_level``), then the manifolds that no anchor reaches;
                         # otherwise whole.
@@ -3377,21 +3463,24 @@ def _step_kernel(
                                 if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
                                     if jacobi:  # the same on every lane of the world
                                         block_sync(lanes)
-                                for m in range(first + lane, last, lanes):
-                                    level_manifold(
-                                        bodies,
-                                        splits,
-                                        poses,
-                                        c,
-                                        impulse,
-                                        friction,
-                                        world,
-                                        order[world, m],
-                                        count,
-                                        up,
-                                        jacobi,
-                                        rank_group,
-                                    )
+                                lane_last = wp.where(pinning and lane != 0, lo, last)
+                                for m in range(lo + wp.where(pinning, 0, lane), lane_last, wp.where(pinning, 1, lanes)):
+                                    k = order[world, m]
+                                    if not pinning or splits.move_a[world, k][0] > 0.0:
+                                        level_manifold(
+                                            bodies,
+                                            splits,
+                                            poses,
+                                            c,
+                                            impulse,
+                                            friction,
+                                            world,
+                                            k,
+                                            count,
+                                            up,
+                                            jacobi,
+                                            rank_group,
+                                        )
                                 if jacobi:
                                     if wp.static(block):
                                         block_sync(lanes)
@@ -3402,7 +3491,31 @@ def _step_kernel(
                                         apply_level(bodies, splits, c, order, world, first, last, up, rank_group)
                         if wp.static(block):
                             block_sync(lanes)
-                        first = last
+                        if pinning:
+                            pin_sweeps -= 1
+                        else:
+                            first = last
+                            if first >= manifolds and it == passes - 1:
+                                # The levels are done: find the pinched bodies in the scratch they leave free.
+                                for i in range(lane, nb, lanes):
+                                    splits.count[world, i] = 0
+                                    splits.rank[world, i] = 0
+                                if wp.static(block):
+                                    block_sync(lanes)
+                                found = wp.int32(0)
+                                if lane == 0:
+                                    found = mark_pinched(bodies, splits, c, order, world, manifolds, up)
+                                if wp.static(block):
+                                    found = block_share(found, lanes)
+                                pin_sweeps = wp.where(found != 0, PINNED_SWEEPS, 0)
+                    if it == passes - 1:  # leave the body scratch cleared, as the levels do
+                        for i in range(lane, nb, lanes):
+                            splits.count[world, i] = 0
+                            splits.rank[world, i] = 0
+                            splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
+                            splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
+                        if wp.static(block):
+                            block_sync(lanes)
                     if wp.static(timed):
                         clock = lap(world_solver_cycles_out, world, lane, 6, clock)
             if wp.static(whole or stage == "velocity"):
