@@ -248,3 +248,112 @@ def rank_level_of_part(
 ):
     world = wp.tid()
     ranked[world] = solver.rank_level(bodies, splits, c, order, world, 0, last, manifolds, wp.vec3(0.0, 0.0, 1.0))
+
+
+@wp.kernel
+def mark_pinched_bodies(
+    bodies: solver.Bodies,
+    splits: solver.Splits,
+    c: Contacts,
+    order: wp.array2d[wp.int32],
+    manifolds: int,
+    found: wp.array[wp.int32],
+):
+    world = wp.tid()
+    found[world] = solver.mark_pinched(bodies, splits, c, order, world, manifolds, wp.vec3(0.0, 0.0, 1.0))
+
+
+def pinched_reference(pairs, normals, fixed, up=(0.0, 0.0, 1.0)) -> tuple[set[int], list[bool]]:
+    """Numpy's ``mark_pinched``: in the manifolds' order, each push on a body that the solver moves from a body that
+    cannot move is compared with the first two such pushes on it that are not along ``up`` (within
+    ``SHOCK_COS``); opposite within ``BACKED_COS``: the body is pinched. Then each manifold of a pinched body against
+    a fixed one pins it when another such manifold pushes it the opposite way."""
+    pushes: dict[int, list[np.ndarray]] = {}
+    kept: dict[int, list[np.ndarray]] = {}
+    pinched = set()
+    for (a, b), n in zip(pairs, normals, strict=True):
+        if (a in fixed) == (b in fixed):
+            continue
+        body = b if a in fixed else a
+        push = np.asarray(n) * (-1.0 if a == body else 1.0)
+        if any(np.dot(push, p) < -solver.BACKED_COS for p in kept.get(body, [])):
+            pinched.add(body)
+        if abs(np.dot(push, up)) < solver.SHOCK_COS and len(kept.setdefault(body, [])) < 2:
+            kept[body].append(push)
+        pushes.setdefault(body, []).append(push)
+    pins = []
+    for (a, b), n in zip(pairs, normals, strict=True):
+        body = b if a in fixed else a
+        if (a in fixed) == (b in fixed) or body not in pinched:
+            pins.append(False)
+            continue
+        push = np.asarray(n) * (-1.0 if a == body else 1.0)
+        pins.append(sum(np.dot(push, p) < -solver.BACKED_COS for p in pushes[body]) > 0)
+    return pinched, pins
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pinched_bodies_are_those_pushed_from_opposite_sides_by_bodies_that_cannot_move(seed):
+    """A cube between two walls that both touch it, a cube between a wall and a locked box, a cube against one wall,
+    a cube in a corner of two walls, and one there with a locked box on its far side from one of them, on a floor,
+    listed and their manifolds taken in shuffled orders: ``mark_pinched`` marks the first two and the last (numpy's
+    reference), not the others, and the manifolds that pin them."""
+    rng = np.random.default_rng(seed)
+    h = HALF
+    wall = lambda x, y, sx, sy: BodySpec(  # noqa: E731
+        ShapeType.BOX, size=(sx, sy, 0.5), position=(x, y, 0.5), response=Response.STATIC
+    )
+    parts = [
+        wall(-0.1 - h, 0.0, 0.1, 0.4),  # two walls with a cube between them, 1 mm deep in each
+        wall(0.1 + h, 0.0, 0.1, 0.4),
+        BodySpec(ShapeType.BOX, size=(h + 0.001, h, h), position=(0.0, 0.0, h)),
+        wall(3.0, 0.0, 0.1, 0.4),  # a wall, a cube against it and a locked box beyond that
+        BodySpec(ShapeType.BOX, size=(h, h, h), position=(3.0 - 0.1 - h + 0.001, 0.0, h)),
+        BodySpec(ShapeType.BOX, size=(h, h, h), position=(3.0 - 0.1 - 3 * h, 0.0, h), extra={"locked_by": 1}),
+        wall(0.0, 3.0, 0.1, 0.4),  # a cube against one wall
+        BodySpec(ShapeType.BOX, size=(h, h, h), position=(-0.1 - h + 0.001, 3.0, h)),
+        wall(-3.0, -3.0, 0.1, 0.6),  # a corner of two walls and a cube in it
+        wall(-2.6, -3.0 - 0.6 + 0.1, 0.5, 0.1),
+        BodySpec(ShapeType.BOX, size=(h, h, h), position=(-3.0 + 0.1 + h - 0.001, -3.0 - 0.5 + 0.1 + h - 0.001, h)),
+        wall(3.0, -3.0, 0.1, 0.6),  # the same corner, and a locked box on the cube's far side from one wall
+        wall(2.6, -3.0 - 0.6 + 0.1, 0.5, 0.1),
+        BodySpec(ShapeType.BOX, size=(h, h, h), position=(3.0 - 0.1 - h + 0.001, -3.0 - 0.5 + 0.1 + h - 0.001, h)),
+        BodySpec(
+            ShapeType.BOX,
+            size=(h, h, h),
+            position=(3.0 - 0.1 - h, -3.0 - 0.5 + 0.1 + 3 * h - 0.002, h),
+            extra={"locked_by": 1},
+        ),
+    ]
+    perm = rng.permutation(len(parts))
+    bodies = [scene.floor(), *[parts[i] for i in perm]]
+    row = {int(p): 1 + i for i, p in enumerate(perm)}  # part -> table row
+    sim = scene.build(bodies, PhysicsConfig(max_bodies=16))
+    sim.step()
+    contact = sim.tables["contact"]
+    count = int(contact["alive"].numpy()[0].sum())
+    a, b = contact["contact_body_a"].numpy()[0], contact["contact_body_b"].numpy()[0]
+    normal = contact["contact_normal"].numpy()[0]
+    starts = [k for k in range(count) if k == 0 or (a[k], b[k]) != (a[k - 1], b[k - 1])]
+    rng.shuffle(starts)
+    body, copied, solver_bodies, splits, c = scene.solver_views(sim)
+    locked = sim.tables["body"]["locked_by"].numpy()[0]
+    response = sim.tables["body"]["response"].numpy()[0]
+    fixed = {i for i in range(len(bodies)) if response[i] != int(Response.DYNAMIC) or locked[i] != 0}
+    assert row[5] in fixed and row[4] not in fixed
+    splits.count.zero_()
+    splits.rank.zero_()
+    copied["contact_move_a"].zero_()
+    found = wp.zeros(1, dtype=wp.int32)
+    wp.launch(
+        mark_pinched_bodies,
+        dim=1,
+        inputs=[solver_bodies, splits, c, wp.array([starts], dtype=wp.int32), len(starts), found],
+    )
+    pairs = [(int(a[k]), int(b[k])) for k in starts]
+    pinched, pins = pinched_reference(pairs, [normal[k] for k in starts], fixed)
+    assert pinched == {row[2], row[4], row[13]}, (pinched, row)
+    got = {i for i in range(len(bodies)) if body["split_rank"].numpy()[0, i] == -1}
+    assert got == pinched and int(found.numpy()[0]) == 1
+    flags = [bool(copied["contact_move_a"].numpy()[0, k, 0] > 0.0) for k in starts]
+    assert flags == pins and sum(pins) == 6  # two walls'; a wall's and a locked box's; a wall's and a locked box's
