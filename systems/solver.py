@@ -1436,13 +1436,17 @@ def mark_pinched(
     bodies: Bodies, splits: Splits, c: Contacts, order: wp.array2d[wp.int32], world: int, manifolds: int, up: wp.vec3
 ) -> int:
     """Marks each body that two manifolds push from opposite sides (within ``BACKED_COS``) against bodies that
-    cannot move (``splits.rank`` -1; pinched), then each manifold that pins one so (``splits.move_a``), and returns
-    whether any body is pinched. Keeps up to two such pushes per body that are not along ``up`` (a support) in
-    ``splits.move`` and ``splits.turn`` (``splits.count`` of them, cleared before). One thread."""
+    cannot move, other than along ``up`` (a support), as ``splits.rank`` -1 (pinched), then each manifold that pins
+    one so (``splits.move_a``), and returns whether any body is pinched. Compares each push with the first two kept
+    for its body in ``splits.move`` and ``splits.turn`` (``splits.count`` of them, cleared before). One thread. The
+    marks are scratch: the levels of the next pass write the body scratch before they read it."""
     found = wp.int32(0)
     for m in range(manifolds):
         k = order[world, m]
-        body = pinned_body(bodies, c, world, k)
+        # A push along ``up`` (a support) can only oppose another along it, and none such is kept: skip it first.
+        body = wp.int32(-1)
+        if wp.abs(wp.dot(c.normal[world, k], up)) < SHOCK_COS:
+            body = pinned_body(bodies, c, world, k)
         if body >= 0:
             push = wp.where(c.body_a[world, k] == body, -1.0, 1.0) * c.normal[world, k]
             held = splits.count[world, body]
@@ -1452,13 +1456,12 @@ def mark_pinched(
             if held > 1 and wp.dot(push, splits.turn[world, body]) < -BACKED_COS:
                 splits.rank[world, body] = -1
                 found = 1
-            if wp.abs(wp.dot(push, up)) < SHOCK_COS:
-                if held == 0:
-                    splits.move[world, body] = push
-                    splits.count[world, body] = 1
-                elif held == 1:
-                    splits.turn[world, body] = push
-                    splits.count[world, body] = 2
+            if held == 0:
+                splits.move[world, body] = push
+                splits.count[world, body] = 1
+            elif held == 1:
+                splits.turn[world, body] = push
+                splits.count[world, body] = 2
     if found != 0:
         # Each manifold that pins such a body against a push from the opposite side: ``splits.move_a`` x 1 at its
         # first row (free once the levels are done), else 0.
@@ -3508,14 +3511,6 @@ def _step_kernel(
                                 if wp.static(block):
                                     found = block_share(found, lanes)
                                 pin_sweeps = wp.where(found != 0, PINNED_SWEEPS, 0)
-                    if it == passes - 1:  # leave the body scratch cleared, as the levels do
-                        for i in range(lane, nb, lanes):
-                            splits.count[world, i] = 0
-                            splits.rank[world, i] = 0
-                            splits.move[world, i] = wp.vec3(0.0, 0.0, 0.0)
-                            splits.turn[world, i] = wp.vec3(0.0, 0.0, 0.0)
-                        if wp.static(block):
-                            block_sync(lanes)
                     if wp.static(timed):
                         clock = lap(world_solver_cycles_out, world, lane, 6, clock)
             if wp.static(whole or stage == "velocity"):

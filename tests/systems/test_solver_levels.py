@@ -265,8 +265,8 @@ def mark_pinched_bodies(
 
 def pinched_reference(pairs, normals, fixed, up=(0.0, 0.0, 1.0)) -> tuple[set[int], list[bool]]:
     """Numpy's ``mark_pinched``: in the manifolds' order, each push on a body that the solver moves from a body that
-    cannot move is compared with the first two such pushes on it that are not along ``up`` (within
-    ``SHOCK_COS``); opposite within ``BACKED_COS``: the body is pinched. Then each manifold of a pinched body against
+    cannot move, other than along ``up`` (within ``SHOCK_COS``: a support), is compared with the first two such
+    pushes on it; opposite within ``BACKED_COS``: the body is pinched. Then each manifold of a pinched body against
     a fixed one pins it when another such manifold pushes it the opposite way."""
     pushes: dict[int, list[np.ndarray]] = {}
     kept: dict[int, list[np.ndarray]] = {}
@@ -276,11 +276,13 @@ def pinched_reference(pairs, normals, fixed, up=(0.0, 0.0, 1.0)) -> tuple[set[in
             continue
         body = b if a in fixed else a
         push = np.asarray(n) * (-1.0 if a == body else 1.0)
+        pushes.setdefault(body, []).append(push)
+        if abs(np.dot(push, up)) >= solver.SHOCK_COS:
+            continue  # a support: neither compared nor kept
         if any(np.dot(push, p) < -solver.BACKED_COS for p in kept.get(body, [])):
             pinched.add(body)
-        if abs(np.dot(push, up)) < solver.SHOCK_COS and len(kept.setdefault(body, [])) < 2:
+        if len(kept.setdefault(body, [])) < 2:
             kept[body].append(push)
-        pushes.setdefault(body, []).append(push)
     pins = []
     for (a, b), n in zip(pairs, normals, strict=True):
         body = b if a in fixed else a
