@@ -42,7 +42,10 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    the body nearer them held still (``rank_level``), so a row pressed into a wall ends the substep
    with every contact satisfied too; a body that a manifold of another level presses against such a
    body, against the push of the level, counts as one of them (``backed``: a box resting against a
-   wall, which an agent runs into at a lower height). Where no normal impulse can turn either body (upright bodies whose tilt is
+   wall, which an agent runs into at a lower height). After the last pass's levels, a body that two
+   manifolds push from opposite sides against bodies that do not move (``mark_pinched``: a box between
+   a wall's end and a frozen seeker) has those manifolds swept ``PINNED_SWEEPS`` times more, since the
+   levels, going by height, gave the last word to one side. Where no normal impulse can turn either body (upright bodies whose tilt is
    locked, resting on a level face), the face's points share its load equally (solved point by
    point, all of it would land on the first, whose friction alone would turn the body). Each
    pass begins with the fixed joints (anchor points together, relative orientation held, zero
