@@ -71,6 +71,24 @@ def compile_module(module: wp.Module, args: argparse.Namespace, tmp: str) -> Non
         wp.compile_aot_module(module, arch=args.arch, module_dir=tmp, use_ptx=True)
 
 
+def cached_binary(module: wp.Module, arch: int) -> str:
+    """Where a cache built by ``--cache`` holds the module's cubin for ``arch`` at this source."""
+    ident = module.get_module_identifier()
+    return os.path.join(wp.config.kernel_cache_dir, ident, f"{ident}.sm{arch}.cubin")
+
+
+def check_cache(args: argparse.Namespace, variants: list[wp.Module]) -> None:
+    """Prints which of the modules that ``--cache`` would build the cache lacks (a module's name carries a hash
+    of its source, so any edit to a kernel or a function it calls, docstrings included, makes a new one), and
+    exits 1 if any: a GPU machine would spend its time compiling those."""
+    modules = [m for env_name in args.env for m in cuda_module_loads(envs.make(env_name))] + variants
+    paths = {cached_binary(m, args.arch): m.name for m in modules}
+    missing = sorted(os.path.basename(p) for p in paths if not os.path.exists(p))
+    print(json.dumps({"arch": args.arch, "modules": len(paths), "missing": missing}))
+    if missing:
+        raise SystemExit(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("env", nargs="+", choices=envs.names())
@@ -90,7 +108,14 @@ def main() -> None:
         "solver_lanes: l8 is 8 lanes a world), e.g. block,world:128,"
         "block:timed,block:staged,block:cached, for gpu-report's solver stage",
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="with --cache: compile nothing, only list the modules the cache lacks for this source (exit 1 if any)",
+    )
     args = parser.parse_args()
+    if args.check and not args.cache:
+        parser.error("--check needs --cache DIR (the cache to check)")
     variants = []
     for item in filter(None, args.solver_variants.split(",")):
         layout, *rest = item.split(":")
@@ -116,6 +141,9 @@ def main() -> None:
     archs = getattr(wp._src.context.runtime, "nvrtc_supported_archs", None) or ()
     if args.arch not in archs:
         print(json.dumps({"skipped": f"this Warp build cannot compile for sm_{args.arch} (NVRTC archs: {archs})"}))
+        return
+    if args.check:
+        check_cache(args, variants)
         return
     compiled = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 600  # seconds: a cold NVRTC compile of hide-and-seek's modules takes about a minute
 
 
-def codegen(*args: str) -> dict:
+def codegen(*args: str, returncode: int = 0) -> dict:
     """``python -m tests.cuda_codegen ARGS --arch 90``: its JSON line (the test skips where NVRTC cannot)."""
     env = dict(os.environ, WARP_QUIET="1")
     proc = subprocess.run(
@@ -34,7 +34,7 @@ def codegen(*args: str) -> dict:
         text=True,
         timeout=TIMEOUT,
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == returncode, proc.stderr[-4000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     if "skipped" in result:
         pytest.skip(result["skipped"])
@@ -66,6 +66,22 @@ def test_the_solver_variants_compile_for_sm90():
     for stage in ("collide", "prepare", "solve", "velocity"):
         assert any(name.startswith(f"step_bodies_{stage}_block_cached_") for name in modules), modules
     assert any(name.startswith("end_substeps_") for name in modules), modules
+
+
+def test_check_lists_the_modules_a_cache_lacks(tmp_path):
+    """``--check`` compiles nothing and names what a GPU machine would compile: every module of an empty cache,
+    none once ``--cache`` has built them, and the edited one after its module changes."""
+    cache = str(tmp_path / "cache")
+    empty = codegen("cartpole", "--cache", cache, "--check", returncode=1)
+    assert not any(name.endswith(".cubin") for _, _, files in os.walk(cache) for name in files)  # none compiled
+    assert empty["modules"] == len(empty["missing"]) > 0
+    assert any(name.startswith("wp_ecs_fused_cartpole_cuda_") for name in empty["missing"]), empty
+    built = codegen("cartpole", "--cache", cache)["modules"]
+    assert codegen("cartpole", "--cache", cache, "--check") == {"arch": 90, "modules": empty["modules"], "missing": []}
+    # a variant of the solver that the build above left out is missing, the rest still there
+    variant = codegen("cartpole", "--cache", cache, "--check", "--solver-variants", "world:timed", returncode=1)
+    assert [name.split("_")[:4] for name in variant["missing"]] == [["wp", "step", "bodies", "timed"]], variant
+    assert variant["modules"] == empty["modules"] + 1 and "ecs.engine_kernels" in built
 
 
 _SIM_HASHES = """
