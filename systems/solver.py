@@ -3426,21 +3426,23 @@ def _step_kernel(
                     up = wp.vec3(0.0, 0.0, 0.0)
                     if it == passes - 1:
                         up = wp.vec3(0.0, 0.0, -wp.sign(gravity))
+                    # ``first`` walks the levels in ``order[0:manifolds]``, then, where ``mark_pinched`` finds a pinched
+                    # body, on past ``manifolds`` through PINNED_SWEEPS sweeps of every manifold again, one at a time
+                    # (``first - manifolds`` modulo ``manifolds``), to ``end``.
                     first = wp.int32(0)
-                    pin_sweeps = wp.int32(0)  # sweeps left over the manifolds of pinched bodies (PINNED_SWEEPS)
-                    while first < manifolds or pin_sweeps > 0:
+                    end = manifolds
+                    while first < end:
                         # A level: the manifolds at one height. When two of them move the same body (a cube
                         # resting on two others, a row pressed together), the level is solved by Jacobi
                         # steps, so the body settles on both supports whichever is listed first, and a
                         # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
                         # and each is solved on its own (on a lane of its own in step_bodies_block).
                         # After the last pass's levels, sweeps over every manifold that holds a pinched body
-                        # (``mark_pinched``), each on its own, on one lane, in the order of the levels.
-                        pinning = first >= manifolds
-                        lo = wp.where(pinning, 0, first)
-                        last = wp.int32(manifolds)
+                        # (``mark_pinched``), each on its own, as a level of one manifold (on lane 0), in the order of
+                        # the levels.
+                        last = first + 1
                         jacobi = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
-                        if not pinning:
+                        if first < manifolds:
                             last, jacobi = level_at(contact_out.contact_level, world, first)
                         # In the last of RANKED_PASSES passes or more, such a level goes outwards from its anchors, a
                         # group of ranks at a time (``rank_level``), then the manifolds that no anchor reaches;
@@ -3469,10 +3471,9 @@ def _step_kernel(
                                 if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
                                     if jacobi:  # the same on every lane of the world
                                         block_sync(lanes)
-                                lane_last = wp.where(pinning and lane != 0, lo, last)
-                                for m in range(lo + wp.where(pinning, 0, lane), lane_last, wp.where(pinning, 1, lanes)):
-                                    k = order[world, m]
-                                    if not pinning or splits.move_a[world, k][0] > 0.0:
+                                for m in range(first + lane, last, lanes):
+                                    k = order[world, wp.where(m < manifolds, m, (m - manifolds) % manifolds)]
+                                    if m < manifolds or splits.move_a[world, k][0] > 0.0:
                                         level_manifold(
                                             bodies,
                                             splits,
@@ -3497,23 +3498,20 @@ def _step_kernel(
                                         apply_level(bodies, splits, c, order, world, first, last, up, rank_group)
                         if wp.static(block):
                             block_sync(lanes)
-                        if pinning:
-                            pin_sweeps -= 1
-                        else:
-                            first = last
-                            if first >= manifolds and it == passes - 1:
-                                # The levels are done: find the pinched bodies in the scratch they leave free.
-                                for i in range(lane, nb, lanes):
-                                    splits.count[world, i] = 0
-                                    splits.rank[world, i] = 0
-                                if wp.static(block):
-                                    block_sync(lanes)
-                                found = wp.int32(0)
-                                if lane == 0:
-                                    found = mark_pinched(bodies, splits, c, order, world, manifolds, up)
-                                if wp.static(block):
-                                    found = block_share(found, lanes)
-                                pin_sweeps = wp.where(found != 0, PINNED_SWEEPS, 0)
+                        if first < manifolds and last >= manifolds and it == passes - 1:
+                            # The levels are done: find the pinched bodies in the scratch they leave free.
+                            for i in range(lane, nb, lanes):
+                                splits.count[world, i] = 0
+                                splits.rank[world, i] = 0
+                            if wp.static(block):
+                                block_sync(lanes)
+                            found = wp.int32(0)
+                            if lane == 0:
+                                found = mark_pinched(bodies, splits, c, order, world, manifolds, up)
+                            if wp.static(block):
+                                found = block_share(found, lanes)
+                            end = wp.where(found != 0, manifolds * (PINNED_SWEEPS + 1), manifolds)
+                        first = last
                     if wp.static(timed):
                         clock = lap(world_solver_cycles_out, world, lane, 6, clock)
             if wp.static(whole or stage == "velocity"):
