@@ -793,6 +793,13 @@ def shape_extent(shape: wp.int32, size: wp.vec3, q: wp.quat) -> wp.vec3:
 
 
 @wp.func
+def boxes_gap(d: wp.vec3, ea: wp.vec3, eb: wp.vec3) -> float:
+    """How far apart two world-axis boxes of half extents ``ea`` and ``eb``, whose centres are ``d`` apart, are along
+    the axis that separates them most (negative where they overlap): no point of one is nearer the other than this."""
+    return wp.max(wp.max(wp.abs(d[0]) - ea[0] - eb[0], wp.abs(d[1]) - ea[1] - eb[1]), wp.abs(d[2]) - ea[2] - eb[2])
+
+
+@wp.func
 def boxes_overlap(lo_a: wp.vec3, hi_a: wp.vec3, lo_b: wp.vec3, hi_b: wp.vec3) -> bool:
     return (
         lo_a[0] <= hi_b[0]
@@ -853,8 +860,7 @@ def core_gap(body_in: BroadphaseBodies, world: int, i: int, j: int, ei: wp.vec3)
     """How far apart the world-axis boxes around bodies ``i`` (half extents ``ei``) and ``j`` are before the
     broadphase grows them, along the axis that separates them most (negative where they overlap)."""
     ej = shape_extent(body_in.shape[world, j], body_in.size[world, j], body_in.rotation[world, j])
-    d = body_in.position[world, i] - body_in.position[world, j]
-    return wp.max(wp.max(wp.abs(d[0]) - ei[0] - ej[0], wp.abs(d[1]) - ei[1] - ej[1]), wp.abs(d[2]) - ei[2] - ej[2])
+    return boxes_gap(body_in.position[world, i] - body_in.position[world, j], ei, ej)
 
 
 BroadphaseBoxes = ecs.bundle("BroadphaseBoxes", [AabbLower, AabbUpper, BroadphaseReach, SweepOrder])

@@ -113,7 +113,7 @@ import warp as wp
 
 import ecs
 
-from .collision import Contacts, Poses, collide, fill_vertices, on_cpu, shape_extent
+from .collision import Contacts, Poses, boxes_gap, collide, fill_vertices, on_cpu, shape_extent
 from .geometry import PLANE, is_round
 from .grab import GrabJoints
 from .rigid_body import (
@@ -659,8 +659,7 @@ def box_gap(poses: Poses, world: int, a: int, b: int) -> float:
     axis that separates them most (negative where they overlap): no point of one is nearer the other than this."""
     ea = shape_extent(poses.shape[world, a], poses.size[world, a], poses.rotation[world, a])
     eb = shape_extent(poses.shape[world, b], poses.size[world, b], poses.rotation[world, b])
-    d = poses.position[world, a] - poses.position[world, b]
-    return wp.max(wp.max(wp.abs(d[0]) - ea[0] - eb[0], wp.abs(d[1]) - ea[1] - eb[1]), wp.abs(d[2]) - ea[2] - eb[2])
+    return boxes_gap(poses.position[world, a] - poses.position[world, b], ea, eb)
 
 
 @wp.func
