@@ -103,6 +103,25 @@ def test_missing_tools_say_how_to_get_them(monkeypatch, tmp_path):
         spill_sites.find_tools(str(tmp_path / "nowhere"))
 
 
+def test_the_tools_come_from_one_folder(monkeypatch, tmp_path):
+    """A folder with both tools wins over an earlier one with ptxas alone (a system toolkit older than NVRTC)."""
+
+    def tool(folder: Path, name: str) -> Path:
+        folder.mkdir(exist_ok=True)
+        path = folder / name
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+        return path
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    tool(old, "ptxas")
+    pair = (str(tool(new, "ptxas")), str(tool(new, "nvdisasm")))
+    monkeypatch.setenv("PATH", f"{old}:{new}")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    assert spill_sites.find_tools(None) == pair
+    assert spill_sites.find_tools(str(old)) == pair  # --bin with one tool only: the pair still wins
+
+
 def test_an_unknown_env_is_refused():
     proc = subprocess.run(
         [sys.executable, "examples/benchmarks/spill_sites.py", "hide_and_sneak"],

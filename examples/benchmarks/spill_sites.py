@@ -51,26 +51,40 @@ class KernelSpills:
 
 
 def find_tools(bin_dir: str | None) -> tuple[str, str]:
-    """``ptxas`` and ``nvdisasm``: from ``bin_dir``, else ``PATH``, else the ``nvidia-cuda-nvcc`` and
-    ``nvidia-cuda-nvdisasm`` wheels' ``nvidia/cu*/bin``."""
+    """``ptxas`` and ``nvdisasm`` from one folder: ``bin_dir``, else the ``nvidia-cuda-nvcc`` and
+    ``nvidia-cuda-nvdisasm`` wheels' ``nvidia/cu*/bin``, else ``PATH`` (a ptxas older than Warp's NVRTC refuses its
+    PTX, so the wheels, which pip matches to one release, come before a system toolkit)."""
     dirs = [bin_dir] if bin_dir else []
-    dirs += os.environ.get("PATH", "").split(os.pathsep)
     for site in sys.path:
-        dirs += sorted(glob.glob(os.path.join(site, "nvidia", "cu*", "bin")))
-    found = {}
-    for tool in ("ptxas", "nvdisasm"):
-        for d in dirs:
-            path = shutil.which(tool, path=d) if d else None
+        dirs += sorted(glob.glob(os.path.join(site, "nvidia", "cu*", "bin")), reverse=True)
+    dirs += os.environ.get("PATH", "").split(os.pathsep)
+    found: dict[str, str] = {}
+    for d in filter(None, dirs):
+        here = {tool: shutil.which(tool, path=d) for tool in ("ptxas", "nvdisasm")}
+        if all(here.values()):
+            return here["ptxas"], here["nvdisasm"]
+        for tool, path in here.items():
             if path:
-                found[tool] = path
-                break
+                found.setdefault(tool, path)
+    if len(found) == 2:
+        return found["ptxas"], found["nvdisasm"]
     missing = [t for t in ("ptxas", "nvdisasm") if t not in found]
-    if missing:
+    raise SystemExit(
+        f"spill_sites: {' and '.join(missing)} not found (looked in --bin, the nvidia wheels and PATH); "
+        "install them with `pip install nvidia-cuda-nvcc nvidia-cuda-nvdisasm` or pass --bin DIR"
+    )
+
+
+def run_tool(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Runs ``cmd``; where it fails, exits naming the tool and its complaint."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
         raise SystemExit(
-            f"spill_sites: {' and '.join(missing)} not found (looked in --bin, PATH and the nvidia wheels); "
-            "install them with `pip install nvidia-cuda-nvcc nvidia-cuda-nvdisasm` or pass --bin DIR"
+            f"spill_sites: {cmd[0]} failed (exit {proc.returncode}): {proc.stderr.strip()[-1500:]}\n"
+            "A ptxas older than Warp's NVRTC cannot read its PTX: install a matching one "
+            "(`pip install nvidia-cuda-nvcc nvidia-cuda-nvdisasm`) or pass --bin DIR"
         )
-    return found["ptxas"], found["nvdisasm"]
+    return proc
 
 
 def function_spans(path: str, cache: dict) -> list[tuple[int, int, str]]:
@@ -208,13 +222,8 @@ def main() -> None:
                 with open(ptx, "wb") as f:
                     f.write(text)
                 cubin = ptx[: -len(".ptx")] + ".cubin"
-                log = subprocess.run(
-                    [ptxas, f"-arch=sm_{args.arch}", "-v", "-lineinfo", "-o", cubin, ptx],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stderr
-                sass = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True, check=True).stdout
+                log = run_tool([ptxas, f"-arch=sm_{args.arch}", "-v", "-lineinfo", "-o", cubin, ptx]).stderr
+                sass = run_tool([nvdisasm, "-gi", "-c", cubin]).stdout
                 stats = ptxas_stats(log)
                 for kernel, record in spill_sites(sass).items():
                     if "backward" not in kernel:
