@@ -99,3 +99,31 @@ def test_no_mass_ratio_throws_a_body_or_sinks_it(make):
     sunk = floor - lowest
     worst = np.unravel_index(int(np.argmax(sunk)), sunk.shape)
     assert sunk[worst] < 0.01, f"world {worst[0]}, body {worst[1] + 1}: {sunk[worst] * 1000:.1f} mm into the floor"
+
+
+def heavy_on_a_stack(world: int) -> list[BodySpec]:
+    """Five light cubes stacked on the floor and one ``(1, 3, 10, 30, 100)[world]`` times their mass on top."""
+    heavy = (1.0, 3.0, 10.0, 30.0, 100.0)[world]
+    cubes = [BodySpec(ShapeType.BOX, size=CUBE, position=(0.0, 0.0, 0.25 + 0.5 * i), friction=0.5) for i in range(5)]
+    return [
+        scene.floor(0.5),
+        *cubes,
+        BodySpec(ShapeType.BOX, size=CUBE, position=(0.0, 0.0, 2.75), friction=0.5, mass=heavy),
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a stack of light cubes under one 30 or 100 times their mass drifts: its cubes move up to 13 and 21 cm "
+    "in 4.5 s, the top one sideways and the stack shearing (at 10 times 2 mm, at 1 and 3 times none). Not the warm "
+    "start's bound (WARM_LIMIT, 150 m/s^2, a tenth of the heavy cube's support at 30 times): without it (6000 m/s^2) "
+    "these stacks fly apart (80-96 m)",
+)
+def test_a_stack_of_light_cubes_holds_a_heavy_one_still():
+    sim = scene.build(heavy_on_a_stack, CFG, num_worlds=5)
+    start = scene.column(sim, "position")[:, 1:7].copy()
+    drift = np.zeros(5)
+    for _ in range(60):
+        sim.step()
+        drift = np.maximum(drift, np.linalg.norm(scene.column(sim, "position")[:, 1:7] - start, axis=2).max(axis=1))
+    assert drift.max() < 0.005, f"drift by ratio (1, 3, 10, 30, 100): {np.round(drift * 1000, 1)} mm"
