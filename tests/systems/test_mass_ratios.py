@@ -7,6 +7,7 @@ threw bodies at 109, 120 and 1,172 m/s."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -112,15 +113,29 @@ def heavy_on_a_stack(world: int) -> list[BodySpec]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a stack of light cubes under one 30 or 100 times their mass drifts: its cubes move up to 13 and 21 cm "
-    "in 4.5 s, the top one sideways and the stack shearing (at 10 times 2 mm, at 1 and 3 times none). Not the warm "
-    "start's bound (WARM_LIMIT, 150 m/s^2, a tenth of the heavy cube's support at 30 times): without it (6000 m/s^2) "
-    "these stacks fly apart (80-96 m)",
+@pytest.mark.parametrize(
+    "passes",
+    [
+        pytest.param(
+            2,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="with two contact passes (the default) a stack of light cubes under one 30 or 100 times their "
+                "mass drifts: its cubes move up to 13 and 21 cm in 4.5 s, the top one sideways and the stack shearing "
+                "(at 10 times 2 mm, at 1 and 3 times none); 16 substeps hold it within 1.1 mm. Not the warm start's "
+                "bound (WARM_LIMIT, 150 m/s^2, a tenth of the heavy cube's support at 30 times): without it "
+                "(6000 m/s^2) these stacks fly apart (80-96 m)",
+            ),
+        ),
+        3,
+        4,
+    ],
 )
-def test_a_stack_of_light_cubes_holds_a_heavy_one_still():
-    sim = scene.build(heavy_on_a_stack, CFG, num_worlds=5)
+def test_a_stack_of_light_cubes_holds_a_heavy_one_still(passes):
+    """With three contact passes or more, five light cubes hold one up to 100 times their mass still: no cube moves
+    5 mm in 4.5 s (0.6 mm at most with three passes, 0.1 with four)."""
+    cfg = dataclasses.replace(CFG, contact_passes=passes)
+    sim = scene.build(heavy_on_a_stack, cfg, num_worlds=5)
     start = scene.column(sim, "position")[:, 1:7].copy()
     drift = np.zeros(5)
     for _ in range(60):
