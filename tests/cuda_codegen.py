@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 
@@ -72,18 +74,31 @@ def compile_module(module: wp.Module, args: argparse.Namespace, tmp: str) -> Non
 
 
 def cached_binary(module: wp.Module, arch: int) -> str:
-    """Where a cache built by ``--cache`` holds the module's cubin for ``arch`` at this source."""
-    ident = module.get_module_identifier()
+    """Where a cache built by ``--cache`` holds the module's cubin for ``arch``: under the identifier that
+    ``wp.compile_aot_module`` gives it, then the module's CUDA code generated (not compiled) as that compile generates
+    it. A module's hash can depend on the code generated before it (generating a module builds the functions it
+    shares with later ones), so modules are checked in the order the build compiles them."""
+    options = module.resolve_options(wp.config)
+    cached = module.resolved_options.get(options["block_dim"])
+    if cached is not None and cached != options:  # as the compile does: options changed since the hash, hash again
+        module.mark_modified()
+    ident = module.get_module_identifier(block_dim=options["block_dim"])
+    module._run_codegen(options | {"output_arch": arch}, is_cpu=False)  # the compile's side effects, not its binary
     return os.path.join(wp.config.kernel_cache_dir, ident, f"{ident}.sm{arch}.cubin")
 
 
-def check_cache(args: argparse.Namespace, variants: list[wp.Module]) -> None:
+def check_cache(args: argparse.Namespace, variants: list[wp.Module], alone_missing: list[str]) -> None:
     """Prints which of the modules that ``--cache`` would build the cache lacks (a module's name carries a hash
     of its source, so any edit to a kernel or a function it calls, docstrings included, makes a new one), and
-    exits 1 if any: a GPU machine would spend its time compiling those."""
-    modules = [m for env_name in args.env for m in cuda_module_loads(envs.make(env_name))] + variants
-    paths = {cached_binary(m, args.arch): m.name for m in modules}
-    missing = sorted(os.path.basename(p) for p in paths if not os.path.exists(p))
+    exits 1 if any: a GPU machine would spend its time compiling those. Generates each module's code as the build
+    does, in its order, without compiling (about a minute for every env and solver form)."""
+    paths = {}
+    for env_name in args.env:
+        for module in cuda_module_loads(envs.make(env_name)):  # lazily, as the build compiles them
+            paths.setdefault(cached_binary(module, args.arch), module.name)
+    for module in variants:
+        paths.setdefault(cached_binary(module, args.arch), module.name)
+    missing = sorted({os.path.basename(p) for p in paths if not os.path.exists(p)} | set(alone_missing))
     print(json.dumps({"arch": args.arch, "modules": len(paths), "missing": missing}))
     if missing:
         raise SystemExit(1)
@@ -116,6 +131,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.check and not args.cache:
         parser.error("--check needs --cache DIR (the cache to check)")
+    alone_missing: list[str] = []  # what --check finds missing for each env alone in its own process
     variants = []
     for item in filter(None, args.solver_variants.split(",")):
         layout, *rest = item.split(":")
@@ -142,8 +158,31 @@ def main() -> None:
     if args.arch not in archs:
         print(json.dumps({"skipped": f"this Warp build cannot compile for sm_{args.arch} (NVRTC archs: {archs})"}))
         return
+    if args.cache and (len(args.env) > 1 or variants):
+        # A module's name hashes its kernels as generated, and generating one module can change what another
+        # generates after it (Warp 1.19 builds the functions they share), so the same kernel can be named apart in
+        # a process that built others first: the default solver stages of hide-and-seek were, after this process
+        # built the solver's forms. Each env, alone in a fresh process, as a GPU machine's first simulation of it
+        # loads it; then all of them and the forms together, as gpu-report's solver stage loads the forms after the
+        # default. The cache holds both names where they differ.
+        for env_name in args.env:
+            alone = [
+                sys.executable,
+                "-m",
+                "tests.cuda_codegen",
+                env_name,
+                "--arch",
+                str(args.arch),
+                "--cache",
+                args.cache,
+            ]
+            proc = subprocess.run(alone + ["--check"] * args.check, capture_output=True, text=True)
+            result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+            if proc.returncode not in (0, 1) or ("missing" not in result and "modules" not in result):
+                raise SystemExit(f"tests.cuda_codegen {env_name}: {proc.stderr.strip()[-2000:]}")
+            alone_missing.extend(result.get("missing", []))
     if args.check:
-        check_cache(args, variants)
+        check_cache(args, variants, alone_missing)
         return
     compiled = {}
     with tempfile.TemporaryDirectory() as tmp:
