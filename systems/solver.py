@@ -209,10 +209,11 @@ LEVEL_GAP = wp.constant(5.0e-3)
 # this of its own (``warm_start``): a resting or sliding face keeps its corners, a rolling ball does not.
 WARM_RADIUS = wp.constant(2.0e-3)
 # m/s^2: a point's warm start is its impulse of the substep before, up to the one that would push its pair apart at
-# this acceleration (``warm_start``), and its friction impulse up to the one that would slide the lighter body at it. A face's 4 points share a load, so a stack of 30 cubes or a row of cubes pressed
-# into a wall at 30 g stays below it; at 72 m/s^2, a row of 5 cubes pressed at 15 g rested 0.16 mm deep instead of
-# touching. Unbounded, the impulses of a box jammed between two locked boxes grew every substep (no motion could take
-# the overlap out, so every solve pushed anew), and a box unlocked after 3 s of that flew off at 65 m/s.
+# this acceleration (``warm_start``), and its friction impulse up to the one that would slide the lighter body at it.
+# A face's 4 points share a load, so a stack of 30 cubes or a row of cubes pressed into a wall at 30 g stays below it;
+# at 72 m/s^2, a row of 5 cubes pressed at 15 g rested 0.16 mm deep instead of touching. Unbounded, the impulses of a
+# box jammed between two locked boxes grew every substep (no motion could take the overlap out, so every solve pushed
+# anew), and a box unlocked after 3 s of that flew off at 65 m/s.
 WARM_LIMIT = wp.constant(150.0)
 # Sweeps of the velocity pass over the manifolds at most, and m/s: they stop once one changes no manifold's normal
 # speed by more than this. The position solve pushes out overlap that a substep began with, and the speed that gives
