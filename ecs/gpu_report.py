@@ -8,7 +8,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | stage | what it measures |
 |---|---|
 | ``device`` | GPU name, driver, Warp and torch versions |
-| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default below ``physics.AUTO_WORLD_FROM`` worlds) at 1k..256k and 128k, staged at 1k..64k, whole with and without its cache at 1k and 16k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles, and its staged launches timed); a thread per world at 1k (its stage shares too), staged at 16k..256k and 128k (the CUDA default from ``AUTO_WORLD_FROM``) and, the tables interleaved (``interleave_worlds``), at 64k and 256k; last, its staged launches timed at 256k |
+| ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default below ``physics.AUTO_WORLD_FROM`` worlds) at 1k..256k and 128k, staged at 1k..64k, whole with and without its cache at 1k and 16k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles, and its staged launches timed); a thread per world at 1k (its stage shares too), staged at 16k..256k and 128k (the CUDA default from ``AUTO_WORLD_FROM``) and, its worlds sorted by work (``solver_order``) or the tables interleaved (``interleave_worlds``), at 64k and 256k; last, its staged launches timed at 256k |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU; each at the CUDA defaults for its count), both sensor forms (``wide_sensors``), ``sim.profile`` per system at 16k worlds, and at 16k and 64k the rate at fewer substeps of more contact passes, at Madrona's step, without sleeping bodies and without kept contact rows (``PHYSICS_BUDGETS``) |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared (``--hide-and-seek KEY=VALUE,...`` sets hide-and-seek's config here and in ``hide_and_seek``) |
 | ``cartpole`` | first its two targets (``bench_suite.py --bandwidth --overhead``: the fused step against the bandwidth bound from ``sim.step_bytes``, host time of one captured step), then ``python -m ecs bench cartpole`` at 4k..1M worlds and ``bench_suite.py``'s throughput against N and K with eager torch and JAX baselines |
@@ -270,26 +270,32 @@ def stage_solver(args: argparse.Namespace) -> dict:
     # times the worlds at once), staged without the cache, checked without FMA and timed with it after the default.
     # The two forms that the "auto" layout picks between on CUDA (physics.AUTO_WORLD_FROM) one after the other, and
     # also at 131,072 worlds, between the counts where they ran even and where a thread per world led.
+    # Right after them, a thread per world staged with its worlds sorted by work (solver_order: a warp's threads step
+    # worlds of like cost; on a CPU thread a warp of 32 worlds in their own order waits 4.1x the mean world's solver
+    # cycles for its slowest, sorted by their moving contact rows 1.9x, examples/benchmarks/world_spread.py) at 64k
+    # and 256k.
     decide = counts if args.quick else [*counts[:3], 131072, *counts[3:]]
-    # (layout, registers per thread, worlds interleaved, staged, cached, fma, lanes per world, world counts)
+    # (layout, registers per thread, worlds interleaved, staged, cached, fma, lanes per world, worlds sorted by
+    # work (solver_order), world counts)
     variants = [
-        ("world", None, False, False, False, False, 32, counts[:1]),
-        ("block", None, False, False, False, False, 32, counts[:1]),
-        ("block", None, False, False, True, False, 32, counts[:1]),
-        ("block", None, False, True, False, False, 32, counts[:1]),
-        ("block", None, False, True, False, False, 8, counts[:1]),
-        ("block", None, False, True, False, False, 4, counts[:1]),
-        ("world", None, False, True, False, False, 32, counts[:1]),
-        ("block", None, False, True, True, False, 32, counts[:3]),
-        ("block", None, False, True, True, True, 32, decide),
-        ("world", None, False, True, False, True, 32, decide[1:] or decide),
-        ("block", None, False, True, False, True, 8, counts),
-        ("block", None, False, True, False, True, 4, counts),
-        ("block", None, False, True, False, True, 32, counts[:3]),
-        ("block", None, False, False, False, True, 32, counts[:2]),
-        ("block", None, False, False, True, True, 32, counts[:2]),
-        ("world", None, False, False, False, True, 32, counts[:1]),
-        ("world", None, True, True, False, True, 32, counts[2:] or counts),
+        ("world", None, False, False, False, False, 32, False, counts[:1]),
+        ("block", None, False, False, False, False, 32, False, counts[:1]),
+        ("block", None, False, False, True, False, 32, False, counts[:1]),
+        ("block", None, False, True, False, False, 32, False, counts[:1]),
+        ("block", None, False, True, False, False, 8, False, counts[:1]),
+        ("block", None, False, True, False, False, 4, False, counts[:1]),
+        ("world", None, False, True, False, False, 32, False, counts[:1]),
+        ("block", None, False, True, True, False, 32, False, counts[:3]),
+        ("block", None, False, True, True, True, 32, False, decide),
+        ("world", None, False, True, False, True, 32, False, decide[1:] or decide),
+        ("world", None, False, True, False, True, 32, True, counts[2:] or counts),
+        ("block", None, False, True, False, True, 8, False, counts),
+        ("block", None, False, True, False, True, 4, False, counts),
+        ("block", None, False, True, False, True, 32, False, counts[:3]),
+        ("block", None, False, False, False, True, 32, False, counts[:2]),
+        ("block", None, False, False, True, True, 32, False, counts[:2]),
+        ("world", None, False, False, False, True, 32, False, counts[:1]),
+        ("world", None, True, True, False, True, 32, False, counts[2:] or counts),
     ]
     if args.quick:  # on CPU every kernel without FMA is another compile: the whole ones only; 8 lanes, not 4
         variants = [v for v in variants if (v[5] or not (v[3] or v[4])) and v[6] in (8, 32)]
@@ -299,9 +305,10 @@ def stage_solver(args: argparse.Namespace) -> dict:
     result: dict[str, Any] = {"rows": [], "identical": {}, "stages": [], "staged_profile": []}
     digests: dict[int, dict[str, list[str]]] = {n: {} for v in variants for n in v[-1]}
     scratch = {c.name for c in importlib.import_module("systems.solver").SCRATCH_COMPONENTS}
-    for layout, registers, interleave, staged, cached, fma, lanes, variant_counts in variants:
+    for layout, registers, interleave, staged, cached, fma, lanes, ordered, variant_counts in variants:
         label = layout + ("" if registers is None else f", {registers} registers") + (", interleaved" * interleave)
         label += ", staged" * staged + ", cached" * cached + f", {lanes} lanes" * (lanes != 32) + ", no FMA" * (not fma)
+        label += ", ordered" * ordered
         # Where the time goes, once the forms that decide the CUDA default (staged and cached; 8 and 4 lanes) are
         # timed, so that a short lease gets both before the rest.
         if label == "block, staged" and not args.solver_forms:
@@ -337,6 +344,7 @@ def stage_solver(args: argparse.Namespace) -> dict:
                     solver_cache=cached,
                     solver_fma=fma,
                     solver_lanes=lanes,
+                    solver_order=ordered,
                 )
             except Exception as e:  # e.g. out of memory at the largest counts
                 watchdog.cancel()
@@ -482,14 +490,14 @@ def _stepped_sim(args: argparse.Namespace, n: int, row: dict, **overrides: Any):
 
 
 def _solver_forms(text: str) -> list[tuple]:
-    """``--solver-forms``: ``LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved][:lLANES]@N[+N...]``,
+    """``--solver-forms``: ``LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved][:ordered][:lLANES]@N[+N...]``,
     comma-separated, as the solver stage's variants (layout, registers, interleaved, staged, cached, fma, lanes per
-    world, world counts)."""
+    world, worlds sorted by work, world counts)."""
     forms = []
     for item in filter(None, (t.strip() for t in text.split(","))):
         form, sep, worlds = item.partition("@")
         layout, *flags = form.split(":")
-        known = {"staged", "cached", "nofma", "interleaved"}
+        known = {"staged", "cached", "nofma", "interleaved", "ordered"}
         registers = [f for f in flags if f.isdigit()]
         lanes = [f for f in flags if f[:1] == "l" and f[1:] in ("4", "8", "16", "32")]
         if (
@@ -501,7 +509,8 @@ def _solver_forms(text: str) -> list[tuple]:
             or not all(w.isdigit() and int(w) > 0 for w in worlds.split("+"))
         ):
             raise SystemExit(
-                "gpu-report: --solver-forms takes LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved][:lLANES]"
+                "gpu-report: --solver-forms takes LAYOUT[:REGISTERS][:staged][:cached][:nofma][:interleaved][:ordered]"
+                "[:lLANES]"
                 f"@N[+N...], "
                 f"LAYOUT world or block, got {item!r}"
             )
@@ -516,6 +525,7 @@ def _solver_forms(text: str) -> list[tuple]:
                 "cached" in flags,
                 "nofma" not in flags,
                 int(lanes[0][1:]) if lanes else 32,
+                "ordered" in flags,
                 counts,
             )
         )

@@ -130,6 +130,11 @@ class PhysicsConfig:
     # Lane 0 of each world counts the clock cycles of each stage of the solver into the ``solver_cycles``
     # singleton (solver.SOLVER_STAGES): where a step's time goes on a GPU. The same results otherwise.
     solver_timing: bool = False
+    # The thread-per-world staged kernels (solver_layout "world" staged, or "auto"'s CUDA build from solver_world_from
+    # worlds) step the worlds sorted by their work (solver.ORDER_BUCKETS: contact rows with a body that moves), so
+    # that a warp's threads step worlds of like cost: four small launches a step (solver.ORDER_KERNELS) sort them.
+    # The same results; other forms ignore it.
+    solver_order: bool = False
 
     def __post_init__(self) -> None:
         for name in ("physics_dt",):
@@ -176,8 +181,9 @@ class PhysicsConfig:
         for name in ("solver_staged", "solver_cache"):
             if not _is_choice(getattr(self, name)):
                 raise ecs.ConfigError(f"{name} must be True, False or 'auto', got {getattr(self, name)!r}")
-        if not isinstance(self.solver_fma, bool):
-            raise ecs.ConfigError(f"solver_fma must be True or False, got {self.solver_fma!r}")
+        for name in ("solver_fma", "solver_order"):
+            if not isinstance(getattr(self, name), bool):
+                raise ecs.ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if isinstance(self.solver_lanes, bool) or self.solver_lanes not in solver.LANE_CHOICES:
             raise ecs.ConfigError(
                 f"solver_lanes must be one of {list(solver.LANE_CHOICES)} (lanes per world), got {self.solver_lanes!r}"
@@ -259,6 +265,7 @@ def systems(cfg: PhysicsConfig | None = None) -> list[ecs.System]:
             substeps=cfg.physics_substeps,
             max_bodies=cfg.max_bodies,
             max_contacts=cfg.max_contacts,
+            ordered=cfg.solver_order,
         ),
     ]
 
@@ -284,6 +291,7 @@ def solver_systems(
     max_contacts: int | None = None,
     lanes: int = solver.SOLVER_LANES,
     world_from: int = AUTO_WORLD_FROM,
+    ordered: bool = False,
 ) -> list[ecs.System]:
     """The solver's systems: ``[solver_system(...)]``, or with ``staged`` the kernels of
     ``solver.STAGED`` for each of ``substeps`` substeps in ``layout`` (a thread or a block of ``solver.SOLVER_LANES``
@@ -299,12 +307,13 @@ def solver_systems(
     CPU block one; the two builds then have systems of their own (the cache needs a block per world). The "auto"
     layout of 32 lanes, where the CUDA build is staged and ``cached`` is not True, runs on CUDA as a thread per world
     staged (no cache) in simulations of ``world_from`` worlds or more (``ecs.System.min_worlds``;
-    ``PhysicsConfig.solver_world_from``)."""
+    ``PhysicsConfig.solver_world_from``). ``ordered``: the thread-per-world staged kernels step the worlds sorted by
+    their work (``order_systems``; ``PhysicsConfig.solver_order``); other forms ignore it."""
     _check_solver_choice(layout, registers)
     if isinstance(world_from, bool) or not isinstance(world_from, int) or world_from < 1:
         raise ecs.ConfigError(f"world_from must be an int >= 1 (worlds; solver_world_from), got {world_from!r}")
     sizes = dict(registers=registers, timed=timed, fma=fma, substeps=substeps, max_bodies=max_bodies)
-    sizes |= dict(max_contacts=max_contacts)
+    sizes |= dict(max_contacts=max_contacts, ordered=bool(ordered))
     # The CUDA build staged (staged True, or "auto" and not timed) may be a thread per world's at many worlds.
     cuda_staged = staged is True or (staged == "auto" and not timed)
     if layout == "auto" and lanes == solver.SOLVER_LANES and cached is not True and cuda_staged:
@@ -321,7 +330,7 @@ def solver_systems(
 
 def _solver_systems(layout: str, staged: Any, cached: Any, lanes: int, sizes: dict[str, Any]) -> list[ecs.System]:
     """``solver_systems`` for any world count; ``sizes``: its ``registers``, ``timed``, ``fma``, ``substeps``,
-    ``max_bodies`` and ``max_contacts``."""
+    ``max_bodies``, ``max_contacts`` and ``ordered``."""
     if lanes not in solver.LANE_CHOICES:
         raise ecs.ConfigError(f"solver lanes must be one of {list(solver.LANE_CHOICES)} (per world), got {lanes!r}")
     if lanes != solver.SOLVER_LANES and cached is True:
@@ -368,9 +377,10 @@ def _fixed_systems(
     max_contacts: int | None,
     lanes: int,
     group: int,
+    ordered: bool = False,
 ) -> list[ecs.System]:
     """``solver_systems`` once "auto" is resolved: ``layout``'s block kernels with ``lanes`` lanes per world and
-    ``group`` worlds per block."""
+    ``group`` worlds per block; ``ordered``, a thread per world's staged kernels in the order of ``order_systems``."""
     if not staged:
         return [
             solver_system(
@@ -398,12 +408,32 @@ def _fixed_systems(
         block = _block_system(kernel, name, lanes, group)
         if layout == "block":
             return block
+        if ordering:
+            kernel = solver.step_kernel(False, registers, stage=stage, fma=fma, ordered=True)
+            return ecs.System(kernel, ecs.Phase.COLLIDE, name=name, dim="world")
         kernel = solver.step_kernel(False, registers, stage=stage, fma=fma)
         cuda = block if layout == "auto" else None
         return ecs.System(kernel, ecs.Phase.COLLIDE, name=name, dim="world", world_local=True, cuda=cuda)
 
+    ordering = ordered and layout == "world"
     end = ecs.System(solver.end_substeps, ecs.Phase.COLLIDE, dim="entity", world_local=True)
-    return [*(stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED), end]
+    stages = [stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED]
+    return [*(order_systems() if ordering else ()), *stages, end]
+
+
+def order_systems() -> list[ecs.System]:
+    """The launches that sort the worlds by their work before an ordered solver's first stage of a step
+    (``solver.ORDER_KERNELS``, PHYSICS: from the last step's contacts and sleepers): each world's bucket, the buckets' counts, their first slots, each world's
+    slot. Not world-local: they read and write every world's ``SolverCounts``."""
+    return [
+        ecs.System(kernel, ecs.Phase.PHYSICS, dim=_one if kernel is solver.start_buckets else "world")
+        for kernel in solver.ORDER_KERNELS
+    ]
+
+
+def _one(sim: Any) -> int:
+    """A launch of one thread."""
+    return 1
 
 
 def _for_device(

@@ -120,9 +120,9 @@ def main() -> None:
     parser.add_argument(
         "--solver-variants",
         default="",
-        help="also build the physics solver as LAYOUT[:REGISTERS][:timed][:staged][:cached][:nofma][:lLANES],... "
-        "(PhysicsConfig.solver_layout, solver_registers, solver_timing, solver_staged, solver_cache, solver_fma, "
-        "solver_lanes: l8 is 8 lanes a world), e.g. block,world:128,"
+        help="also build the physics solver as LAYOUT[:REGISTERS][:timed][:staged][:cached][:nofma][:lLANES][:ordered],"
+        "... (PhysicsConfig.solver_layout, solver_registers, solver_timing, solver_staged, solver_cache, solver_fma, "
+        "solver_lanes: l8 is 8 lanes a world, solver_order), e.g. block,world:128,"
         "block:timed,block:staged,block:cached, for gpu-report's solver stage",
     )
     parser.add_argument(
@@ -149,6 +149,7 @@ def main() -> None:
             lanes=lanes,
             max_bodies=solver.CACHE_BODIES,
             max_contacts=solver.CACHE_CONTACTS,
+            ordered="ordered" in rest,
         )
         for system in systems:  # what a CUDA build runs (not a CPU build's own systems)
             if system.runs_on(False) and system.on(False).fn.module not in variants:

@@ -73,6 +73,7 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
         "block, no FMA",
         "block, staged, cached",
         "world, staged",
+        "world, staged, ordered",
         "block, staged, 8 lanes",
         "block, staged",
         "block",
@@ -136,7 +137,7 @@ def test_the_solver_stage_times_the_forms_it_is_given(tmp_path):
     """``--solver-forms``: the solver stage times those forms at those counts, in that order, each state checked
     against a thread per world's of its kind (without FMA, against the one without)."""
     out = tmp_path / "report"
-    forms = "world:nofma@4+5,block:nofma@4,block:nofma:interleaved@5,world@4,block:l8@5"
+    forms = "world:nofma@4+5,block:nofma@4,block:nofma:interleaved@5,world@4,block:l8@5,world:staged:ordered@4"
     p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", "solver", "--solver-forms", forms)
     assert p.returncode == 0, p.stderr
     solver = json.loads((out / "report.json").read_text())["stages"]["solver"]["result"]
@@ -147,8 +148,12 @@ def test_the_solver_stage_times_the_forms_it_is_given(tmp_path):
         ("block, interleaved, no FMA", 5),
         ("world", 4),
         ("block, 8 lanes", 5),
+        ("world, staged, ordered", 4),
     ]
-    assert solver["identical"] == {"4": {"block, no FMA": True}, "5": {"block, interleaved, no FMA": True}}
+    assert solver["identical"] == {
+        "4": {"block, no FMA": True, "world, staged, ordered": True},
+        "5": {"block, interleaved, no FMA": True},
+    }
     assert solver["stages"] == [] and solver["staged_profile"] == []  # the stage shares run with the full list only
     for bad in ("block:staged", "warp@4", "block:fast@4", "block@0", "block:64:128@4", "block:l5@4", "block:l4:l8@4"):
         p = gpu_report("--out", str(out), "--stages", "solver", "--solver-forms", bad)

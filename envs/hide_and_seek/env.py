@@ -191,6 +191,7 @@ class HideAndSeekConfig:
     solver_cache: bool | str = "auto"
     solver_fma: bool = True  # false: the solver without fused multiply-adds, every layout bit-identical on CUDA too
     solver_lanes: int = 32  # a block's lanes per world (4, 8, 16, 32); below 32 a CUDA warp holds several worlds
+    solver_order: bool = False  # a thread per world's staged solver steps the worlds sorted by work (same results)
     # A fixed layout, used at every reset when fixed_agents is not empty (all in metres and radians):
     fixed_walls: tuple[tuple[float, ...], ...] = ()  # (x0, y0, x1, y1, thickness, height) segments
     fixed_boxes: tuple[tuple[float, ...], ...] = ()  # (x, y, yaw) cubes or (x, y, yaw, size_x, size_y, size_z)
@@ -239,7 +240,7 @@ class HideAndSeekConfig:
             raise ValueError(f"solver_layout must be one of {list(physics.SOLVER_LAYOUTS)}, got {self.solver_layout!r}")
         if physics.solver_registers_problem(self.solver_registers):
             raise ValueError(f"solver_registers {physics.solver_registers_problem(self.solver_registers)}")
-        for name in ("solver_timing", "solver_fma"):
+        for name in ("solver_timing", "solver_fma", "solver_order"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("solver_staged", "solver_cache"):
@@ -602,6 +603,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         solver_cache=cfg.solver_cache,
         solver_fma=cfg.solver_fma,
         solver_lanes=cfg.solver_lanes,
+        solver_order=cfg.solver_order,
     )
     agent = ecs.Archetype(
         "agent",
