@@ -194,6 +194,13 @@ def main() -> None:
     parser.add_argument("--arch", type=int, default=90)
     parser.add_argument("--bin", help="the folder of ptxas and nvdisasm")
     parser.add_argument("--lines", action="store_true", help="also count the spills by source line")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field of the env's config (a YAML value), e.g. solver_order=true; repeatable",
+    )
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
     import warp as wp
@@ -208,7 +215,8 @@ def main() -> None:
     wp.init()
     from tests.cuda_codegen import cuda_modules
 
-    modules = {n: m for n, m in sorted(cuda_modules(envs.make(args.env)).items()) if re.search(args.module, n)}
+    env = envs.make(args.env, **envs.parse_overrides(args.set))
+    modules = {n: m for n, m in sorted(cuda_modules(env).items()) if re.search(args.module, n)}
     if not modules:
         parser.error(f"--module {args.module!r} finds none of {args.env}'s CUDA modules")
     with tempfile.TemporaryDirectory() as tmp:
