@@ -273,7 +273,8 @@ def stage_solver(args: argparse.Namespace) -> dict:
     # Right after them, a thread per world staged with its worlds sorted by work (solver_order: a warp's threads step
     # worlds of like cost; on a CPU thread a warp of 32 worlds in their own order waits 4.1x the mean world's solver
     # cycles for its slowest, sorted by their moving contact rows 1.9x, examples/benchmarks/world_spread.py) at 64k
-    # and 256k.
+    # and 256k. The warp of 8 lanes a world (4 worlds a warp) sorted too, checked without FMA at 1k and timed at 16k and
+    # 64k after the unsorted one (its warps wait 2.0x the mean world's cycles unsorted, 1.3x sorted, on that count).
     decide = counts if args.quick else [*counts[:3], 131072, *counts[3:]]
     # (layout, registers per thread, worlds interleaved, staged, cached, fma, lanes per world, worlds sorted by
     # work (solver_order), world counts)
@@ -284,12 +285,14 @@ def stage_solver(args: argparse.Namespace) -> dict:
         ("block", None, False, True, False, False, 32, False, counts[:1]),
         ("block", None, False, True, False, False, 8, False, counts[:1]),
         ("block", None, False, True, False, False, 4, False, counts[:1]),
+        ("block", None, False, True, False, False, 8, True, counts[:1]),
         ("world", None, False, True, False, False, 32, False, counts[:1]),
         ("block", None, False, True, True, False, 32, False, counts[:3]),
         ("block", None, False, True, True, True, 32, False, decide),
         ("world", None, False, True, False, True, 32, False, decide[1:] or decide),
         ("world", None, False, True, False, True, 32, True, counts[2:] or counts),
         ("block", None, False, True, False, True, 8, False, counts),
+        ("block", None, False, True, False, True, 8, True, counts[1:3] or counts),
         ("block", None, False, True, False, True, 4, False, counts),
         ("block", None, False, True, False, True, 32, False, counts[:3]),
         ("block", None, False, False, False, True, 32, False, counts[:2]),

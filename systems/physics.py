@@ -131,9 +131,9 @@ class PhysicsConfig:
     # singleton (solver.SOLVER_STAGES): where a step's time goes on a GPU. The same results otherwise.
     solver_timing: bool = False
     # The thread-per-world staged kernels (solver_layout "world" staged, or "auto"'s CUDA build from solver_world_from
-    # worlds) step the worlds sorted by their work (solver.ORDER_BUCKETS: contact rows with a body that moves), so
-    # that a warp's threads step worlds of like cost: four small launches a step (solver.ORDER_KERNELS) sort them.
-    # The same results; other forms ignore it.
+    # worlds), and a CUDA warp's of several worlds (solver_lanes below 32, staged), step the worlds sorted by their work
+    # (solver.ORDER_BUCKETS: contact rows with a body that moves), so that a warp's threads step worlds of like cost:
+    # four small launches a step (solver.ORDER_KERNELS) sort them. The same results; other forms ignore it.
     solver_order: bool = False
 
     def __post_init__(self) -> None:
@@ -307,8 +307,9 @@ def solver_systems(
     CPU block one; the two builds then have systems of their own (the cache needs a block per world). The "auto"
     layout of 32 lanes, where the CUDA build is staged and ``cached`` is not True, runs on CUDA as a thread per world
     staged (no cache) in simulations of ``world_from`` worlds or more (``ecs.System.min_worlds``;
-    ``PhysicsConfig.solver_world_from``). ``ordered``: the thread-per-world staged kernels step the worlds sorted by
-    their work (``order_systems``; ``PhysicsConfig.solver_order``); other forms ignore it."""
+    ``PhysicsConfig.solver_world_from``). ``ordered``: the thread-per-world staged kernels, and a CUDA build's of
+    several worlds a warp, step the worlds sorted by their work (``order_systems``; ``PhysicsConfig.solver_order``);
+    other forms ignore it."""
     _check_solver_choice(layout, registers)
     if isinstance(world_from, bool) or not isinstance(world_from, int) or world_from < 1:
         raise ecs.ConfigError(f"world_from must be an int >= 1 (worlds; solver_world_from), got {world_from!r}")
@@ -356,9 +357,10 @@ def _solver_systems(layout: str, staged: Any, cached: Any, lanes: int, sizes: di
             *(_for_device(s, "cuda") for s in cuda if s.runs_on(False)),
         ]
     fixed = dict(sizes, staged=staged, cached=cached)
+    unordered = {"ordered": False}  # a CPU build of fewer lanes a world keeps the worlds' own order
     if lanes != solver.SOLVER_LANES and layout != "world":
         # A block of ``lanes`` lanes per world on CPU (a thread per world for "auto"); on CUDA a warp of worlds.
-        cpu = _fixed_systems("world" if layout == "auto" else "block", lanes=lanes, group=1, **fixed)
+        cpu = _fixed_systems("world" if layout == "auto" else "block", lanes=lanes, group=1, **(fixed | unordered))
         cuda = _fixed_systems("block", lanes=lanes, group=solver.SOLVER_LANES // lanes, **fixed)
         return [*(_for_device(s, "cpu") for s in cpu), *(_for_device(s, "cuda") for s in cuda)]
     return _fixed_systems(layout, lanes=solver.SOLVER_LANES, group=1, **fixed)
@@ -380,7 +382,8 @@ def _fixed_systems(
     ordered: bool = False,
 ) -> list[ecs.System]:
     """``solver_systems`` once "auto" is resolved: ``layout``'s block kernels with ``lanes`` lanes per world and
-    ``group`` worlds per block; ``ordered``, a thread per world's staged kernels in the order of ``order_systems``."""
+    ``group`` worlds per block; ``ordered``, a thread per world's staged kernels, or a block's of several worlds, in
+    the order of ``order_systems``."""
     if not staged:
         return [
             solver_system(
@@ -404,7 +407,10 @@ def _fixed_systems(
 
     def stage_system(stage: str, sub: int) -> ecs.System:
         name = f"solver_{stage}_{sub}"
-        kernel = solver.step_kernel(True, registers, stage=stage, cached=cached, fma=fma, width=lanes, group=group)
+        sorted_block = ordering and group > 1
+        kernel = solver.step_kernel(
+            True, registers, stage=stage, cached=cached, fma=fma, width=lanes, group=group, ordered=sorted_block
+        )
         block = _block_system(kernel, name, lanes, group)
         if layout == "block":
             return block
@@ -415,7 +421,7 @@ def _fixed_systems(
         cuda = block if layout == "auto" else None
         return ecs.System(kernel, ecs.Phase.COLLIDE, name=name, dim="world", world_local=True, cuda=cuda)
 
-    ordering = ordered and layout == "world"
+    ordering = ordered and (layout == "world" or (layout == "block" and group > 1))
     end = ecs.System(solver.end_substeps, ecs.Phase.COLLIDE, dim="entity", world_local=True)
     stages = [stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED]
     return [*(order_systems() if ordering else ()), *stages, end]

@@ -3013,11 +3013,12 @@ def _step_kernel(
     the same result again. Between them, ``solver_counts`` keeps what a stage leaves to
     the next (the rows kept from the substep before, the manifolds).
 
-    ``ordered`` (a thread per world only): thread ``t`` steps the world that ``order_worlds`` placed in slot ``t``
-    (``SolverCounts`` entry ``ORDER_WORLD``) rather than world ``t``, the same result bit for bit."""
+    ``ordered`` (a thread per world, or a warp of several worlds): thread ``t`` (the ``t``-th world of the launch)
+    steps the world that ``order_worlds`` placed in slot ``t`` (``SolverCounts`` entry ``ORDER_WORLD``) rather than
+    world ``t``, the same result bit for bit."""
     whole = stage is None
-    if ordered and block:
-        raise ValueError("an ordered solver kernel is a thread per world's")
+    if ordered and block and group == 1:
+        raise ValueError("an ordered solver kernel is a thread per world's or a warp of several worlds' (group > 1)")
 
     def step_bodies(
         # Resources (StepResources: physics_dt, physics_substeps, contact_passes, gravity, damping, contact_margin):
@@ -3058,6 +3059,8 @@ def _step_kernel(
             lanes = wp.static(width)
             if world >= body_in.alive.shape[0]:
                 return
+            if wp.static(ordered):
+                world = world_solver_counts_out[world, ORDER_WORLD]  # the world in this slot (``order_worlds``)
         elif wp.static(ordered):
             world = world_solver_counts_out[wp.tid(), ORDER_WORLD]  # the worlds sorted by work (``order_worlds``)
             lane = 0
@@ -3806,7 +3809,8 @@ def step_kernel(
     world (``LANE_CHOICES``); ``group``: worlds per block, 1 or, on CUDA, ``SOLVER_LANES // width`` (a warp of
     several worlds, whose lanes meet by warp-level operations over each world's lanes: ``grouped``), launched
     over ``ceil(num_worlds / group)`` blocks; the same result bit for bit as 32 lanes a world. ``ordered`` (a thread
-    per world): the threads step the worlds in the order ``order_worlds`` leaves, the same result bit for bit."""
+    per world, or ``group`` above 1): the threads (the groups of lanes) step the worlds in the order ``order_worlds``
+    leaves, the same result bit for bit."""
     key = (bool(block), registers, bool(recompute), bool(timed), stage, bool(cached), bool(fma), width, group)
     key += (bool(ordered),)
     if key not in _STEP_KERNELS:

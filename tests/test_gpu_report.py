@@ -75,6 +75,7 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
         "world, staged",
         "world, staged, ordered",
         "block, staged, 8 lanes",
+        "block, staged, 8 lanes, ordered",
         "block, staged",
         "block",
         "block, cached",

@@ -115,10 +115,11 @@ def test_the_order_sorts_the_worlds_by_their_moving_contacts():
     assert len(seen) >= 8, seen  # the worlds spread over many buckets: the sort had work to do
 
 
-def test_the_order_is_a_config_choice_of_a_thread_per_worlds_staged_kernels():
+def test_the_order_is_a_config_choice_of_the_staged_kernels_that_run_several_worlds_a_warp():
     """``solver_order`` adds the four ordering launches (PHYSICS) and the ordered kernels wherever a thread per world
-    runs staged: the "world" layout staged, and the "auto" layout's CUDA build from ``solver_world_from`` worlds.
-    Other forms ignore it. A value that is not a bool is refused."""
+    runs staged (the "world" layout staged, the "auto" layout's CUDA build from ``solver_world_from`` worlds) and a
+    CUDA warp of several worlds (``solver_lanes`` below 32) staged. Other forms ignore it. A value that is not a bool
+    is refused."""
     from ecs.graph import TaskGraph
 
     def kernels(is_cpu: bool, n: int, **fields) -> list[str]:
@@ -137,12 +138,17 @@ def test_the_order_is_a_config_choice_of_a_thread_per_worlds_staged_kernels():
     assert order[0] not in kernels(False, edge - 1)  # the block, staged and cached
     assert order[0] not in kernels(True, edge)  # the CPU's whole kernel
     assert kernels(True, 2, solver_layout="world", solver_staged=False) == ["find_pairs", "step_bodies"]
+    # A CUDA warp of 4 worlds (8 lanes each), staged: the ordering launches and its sorted kernels; its CPU build
+    # (a block of one world) keeps the worlds' own order.
+    packed = [f"step_bodies_{stage}_block_l8_g4_ordered" for stage in solver.STAGED]
+    assert kernels(False, 2, solver_lanes=8) == ["find_pairs", *order, *packed, "end_substeps"]
+    assert order[0] not in kernels(True, 2, solver_lanes=8, solver_staged=True)
     for bad in (1, "yes", None):
         with pytest.raises(ecs.ConfigError, match=r"solver_order must be True or False"):
             physics.PhysicsConfig(solver_order=bad)
         with pytest.raises(ValueError, match=r"solver_order must be true or false"):
             envs.make("hide_and_seek", solver_order=bad)
-    with pytest.raises(ValueError, match=r"a thread per world's"):
+    with pytest.raises(ValueError, match=r"a thread per world's or a warp of several worlds'"):
         solver.step_kernel(True, stage="solve", ordered=True)
 
 
