@@ -429,8 +429,9 @@ def _fixed_systems(
 
 def order_systems() -> list[ecs.System]:
     """The launches that sort the worlds by their work before an ordered solver's first stage of a step
-    (``solver.ORDER_KERNELS``, PHYSICS: from the last step's contacts and sleepers): each world's bucket, the buckets' counts, their first slots, each world's
-    slot. Not world-local: they read and write every world's ``SolverCounts``."""
+    (``solver.ORDER_KERNELS``, PHYSICS: from the last step's contacts and sleepers): each world's bucket, the
+    buckets' counts, their first slots, each world's slot. Not world-local: they read and write every world's
+    ``SolverCounts``."""
     return [
         ecs.System(kernel, ecs.Phase.PHYSICS, dim=_one if kernel is solver.start_buckets else "world")
         for kernel in solver.ORDER_KERNELS

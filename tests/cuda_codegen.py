@@ -69,7 +69,13 @@ def cuda_module_loads(env: ecs.EnvSpec, device_is_cpu: bool = False) -> Iterator
 
 
 def compile_module(module: wp.Module, args: argparse.Namespace, tmp: str) -> None:
+    """Compiles ``module`` for ``args.arch``. Into a cache, its code is generated first even where the cache holds it
+    (``cached_binary``), as ``--check`` generates it: a cache hit compiles nothing and would generate nothing, and the
+    modules after it could then hash apart from what a process that generated it gives them (a build whose
+    each-env-alone processes had filled the cache first lacked four of the solver's modules as ``--check``, and a GPU
+    machine's first simulation after a miss, generate them)."""
     if args.cache:  # the cache's own layout; cubin, which a driver older than the toolkit needs
+        cached_binary(module, args.arch)
         wp.compile_aot_module(module, arch=args.arch, use_ptx=False)
     else:
         wp.compile_aot_module(module, arch=args.arch, module_dir=tmp, use_ptx=True)
