@@ -308,7 +308,7 @@ def solver_systems(
     layout of 32 lanes, where the CUDA build is staged and ``cached`` is not True, runs on CUDA as a thread per world
     staged (no cache) in simulations of ``world_from`` worlds or more (``ecs.System.min_worlds``;
     ``PhysicsConfig.solver_world_from``). ``ordered``: the thread-per-world staged kernels, and a CUDA build's of
-    several worlds a warp, step the worlds sorted by their work (``order_systems``; ``PhysicsConfig.solver_order``);
+    several worlds a warp, step the worlds sorted by their work (``order_worlds``; ``PhysicsConfig.solver_order``);
     other forms ignore it."""
     _check_solver_choice(layout, registers)
     if isinstance(world_from, bool) or not isinstance(world_from, int) or world_from < 1:
@@ -357,10 +357,12 @@ def _solver_systems(layout: str, staged: Any, cached: Any, lanes: int, sizes: di
             *(_for_device(s, "cuda") for s in cuda if s.runs_on(False)),
         ]
     fixed = dict(sizes, staged=staged, cached=cached)
-    unordered = {"ordered": False}  # a CPU build of fewer lanes a world keeps the worlds' own order
     if lanes != solver.SOLVER_LANES and layout != "world":
         # A block of ``lanes`` lanes per world on CPU (a thread per world for "auto"); on CUDA a warp of worlds.
-        cpu = _fixed_systems("world" if layout == "auto" else "block", lanes=lanes, group=1, **(fixed | unordered))
+        # A CPU build of fewer lanes a world keeps the worlds' own order.
+        cpu = _fixed_systems(
+            "world" if layout == "auto" else "block", lanes=lanes, group=1, **dict(fixed, ordered=False)
+        )
         cuda = _fixed_systems("block", lanes=lanes, group=solver.SOLVER_LANES // lanes, **fixed)
         return [*(_for_device(s, "cpu") for s in cpu), *(_for_device(s, "cuda") for s in cuda)]
     return _fixed_systems(layout, lanes=solver.SOLVER_LANES, group=1, **fixed)
@@ -383,7 +385,7 @@ def _fixed_systems(
 ) -> list[ecs.System]:
     """``solver_systems`` once "auto" is resolved: ``layout``'s block kernels with ``lanes`` lanes per world and
     ``group`` worlds per block; ``ordered``, a thread per world's staged kernels, or a block's of several worlds, in
-    the order of ``order_systems``."""
+    the order of ``order_worlds``."""
     if not staged:
         return [
             solver_system(
@@ -424,10 +426,10 @@ def _fixed_systems(
     ordering = ordered and (layout == "world" or (layout == "block" and group > 1))
     end = ecs.System(solver.end_substeps, ecs.Phase.COLLIDE, dim="entity", world_local=True)
     stages = [stage_system(stage, sub) for sub in range(substeps) for stage in solver.STAGED]
-    return [*(order_systems() if ordering else ()), *stages, end]
+    return [*(order_worlds() if ordering else ()), *stages, end]
 
 
-def order_systems() -> list[ecs.System]:
+def order_worlds() -> list[ecs.System]:
     """The launches that sort the worlds by their work before an ordered solver's first stage of a step
     (``solver.ORDER_KERNELS``, PHYSICS: from the last step's contacts and sleepers): each world's bucket, the
     buckets' counts, their first slots, each world's slot. Not world-local: they read and write every world's

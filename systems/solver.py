@@ -3811,17 +3811,27 @@ def step_kernel(
     over ``ceil(num_worlds / group)`` blocks; the same result bit for bit as 32 lanes a world. ``ordered`` (a thread
     per world, or ``group`` above 1): the threads (the groups of lanes) step the worlds in the order ``order_worlds``
     leaves, the same result bit for bit."""
-    key = (bool(block), registers, bool(recompute), bool(timed), stage, bool(cached), bool(fma), width, group)
-    key += (bool(ordered),)
+    key = (
+        bool(block),
+        registers,
+        bool(recompute),
+        bool(timed),
+        stage,
+        bool(cached),
+        bool(fma),
+        width,
+        group,
+        bool(ordered),
+    )
     if key not in _STEP_KERNELS:
         _STEP_KERNELS[key] = _step_kernel(*key)
     return _STEP_KERNELS[key]
 
 
+# The launches that sort the worlds by work for an ordered solver, in turn (``physics.order_worlds``)
+ORDER_KERNELS = (bucket_worlds, count_buckets, start_buckets, place_worlds)
+
+
 def is_step_kernel(fn: object) -> bool:
     """Whether ``fn`` is one of the solver's kernels (``step_kernel``, ``end_substeps``, ``ORDER_KERNELS``)."""
-    return fn is end_substeps or fn in ORDER_KERNELS or any(fn is k for k in _STEP_KERNELS.values())
-
-
-# ``order_worlds``: the launches that sort the worlds by work for an ordered solver, in turn, and their launch shapes
-ORDER_KERNELS = (bucket_worlds, count_buckets, start_buckets, place_worlds)
+    return any(fn is k for k in (end_substeps, *ORDER_KERNELS, *_STEP_KERNELS.values()))

@@ -1,5 +1,5 @@
 """The ordered solver (``PhysicsConfig.solver_order``): a thread per world's staged kernels step the worlds sorted by
-their work (``physics.order_systems``: contact rows with a body that moves, in ``solver.ORDER_BUCKETS`` buckets), so
+their work (``physics.order_worlds``: contact rows with a body that moves, in ``solver.ORDER_BUCKETS`` buckets), so
 that a GPU warp's threads step worlds of like cost. Which thread steps which world changes nothing: the state is an
 unordered solver's bit for bit, and the order is a permutation sorted by the work that a numpy count finds in the
 step before. Hide-and-seek under sticky play (actions held for steps, so boxes are dragged and pushed and worlds
