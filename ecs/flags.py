@@ -21,8 +21,15 @@ from .storage import INT32_MAX
 class ErrorFlags:
     """The device flags of one simulation, their host mirrors, and the errors they raise."""
 
-    def __init__(self, overflow: Mapping[str, wp.array], capacities: Mapping[str, int], device: str) -> None:
+    def __init__(
+        self,
+        overflow: Mapping[str, wp.array],
+        capacities: Mapping[str, int],
+        device: str,
+        grow: Mapping[str, str] | None = None,
+    ) -> None:
         self.device = device
+        self.grow = dict(grow or {})  # per archetype: how a user raises its capacity (``Archetype.grow``)
         self.errors = wp.array([0, INT32_MAX], dtype=wp.int32, device=device)
         self.overflow = dict(overflow)
         self.capacities = dict(capacities)
@@ -68,10 +75,10 @@ class ErrorFlags:
         if count:
             raise action_error(count)
         arch, n, world = over[0]
+        fix = self.grow.get(arch) or f"raise capacity in Archetype({arch!r}, ..., capacity=...) or despawn sooner"
         raise CapacityError(
             f"archetype {arch!r} is full: {n} spawn(s) failed (first in world {world}) because its capacity is "
-            f"{self.capacities[arch]} entities per world. Raise capacity in Archetype({arch!r}, ..., capacity=...) "
-            "or despawn sooner."
+            f"{self.capacities[arch]} entities per world. To fix it, {fix}."
         )
 
 

@@ -227,13 +227,16 @@ class Archetype:
     """A set of entity components with a fixed per-world capacity.
 
     Every archetype also gets the engine's ``alive`` (int32, 0 or 1) and ``generation`` (int32,
-    bumped at each spawn) columns.
+    bumped at each spawn) columns. ``grow`` tells a user how to raise the capacity where an env sets it from its
+    own config (for example ``"raise max_pairs in hide-and-seek's config"``); the ``ecs.CapacityError`` of a full
+    archetype says it in place of naming ``capacity=``.
     """
 
     name: str
     components: tuple[Component, ...]
     capacity: int
     doc: str = ""
+    grow: str = ""
 
     def __post_init__(self) -> None:
         _check_name(self.name, "archetype")
@@ -241,6 +244,10 @@ class Archetype:
         object.__setattr__(self, "components", comps)
         if isinstance(self.capacity, bool) or not isinstance(self.capacity, (int, np.integer)) or self.capacity < 1:
             raise SchemaError(f"archetype {self.name!r}: capacity must be an int >= 1, got {self.capacity!r}")
+        if not isinstance(self.grow, str):
+            raise SchemaError(
+                f"archetype {self.name!r}: grow must be a str (how to raise the capacity), got {self.grow!r}"
+            )
         seen = set()
         for c in comps:
             if not isinstance(c, Component):

@@ -151,7 +151,8 @@ class BatchSim:
             env.systems, self.storage.layout, device_is_cpu=is_cpu, env_name=env.name, num_worlds=self.num_worlds
         )
         capacities = {a.name: a.capacity for a in env.archetypes}
-        self.flags = ErrorFlags(self.storage.overflow, capacities, self.device)
+        grow = {a.name: a.grow for a in env.archetypes if a.grow}
+        self.flags = ErrorFlags(self.storage.overflow, capacities, self.device, grow)
         reason = why_not_fusable(self.graph, env)
         if fuse and reason is not None:
             raise EcsError(f"env {env.name!r} cannot be fused: {reason}. Pass fuse=None or fuse=False")

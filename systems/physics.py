@@ -37,7 +37,7 @@ non-positive masses of dynamic bodies, naming the entry.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -220,23 +220,41 @@ def body_components() -> tuple[ecs.Component, ...]:
     return (*BODY_COMPONENTS, *collision.SHAPE_COMPONENTS, *solver.STATE_COMPONENTS, *solver.SCRATCH_COMPONENTS)
 
 
-def archetypes(cfg: PhysicsConfig, *, body_extra: Sequence[ecs.Component] = ()) -> list[ecs.Archetype]:
-    """The ``body``, ``pair``, ``contact`` and ``joint`` archetypes; ``body_extra`` adds env components to bodies."""
+def archetypes(
+    cfg: PhysicsConfig, *, body_extra: Sequence[ecs.Component] = (), grow: Mapping[str, str] | None = None
+) -> list[ecs.Archetype]:
+    """The ``body``, ``pair``, ``contact`` and ``joint`` archetypes; ``body_extra`` adds env components to bodies.
+    ``grow`` maps an archetype's name to how a user of the env raises its capacity (``ecs.Archetype.grow``), where
+    the env sets it from a config of its own."""
+    grow = dict(grow or {})
+    unknown = sorted(set(grow) - {"body", "pair", "contact", "joint"})
+    if unknown:
+        raise ecs.ConfigError(f"grow names no physics archetype: {unknown} (body, pair, contact or joint)")
     return [
-        ecs.Archetype("body", (*body_components(), *body_extra), capacity=cfg.max_bodies, doc="rigid bodies"),
+        ecs.Archetype(
+            "body",
+            (*body_components(), *body_extra),
+            capacity=cfg.max_bodies,
+            doc="rigid bodies",
+            grow=grow.get("body", ""),
+        ),
         ecs.Archetype(
             "pair",
             (*collision.PAIR_COMPONENTS, *solver.PAIR_SCRATCH_COMPONENTS),
             capacity=cfg.max_pairs,
             doc="broadphase candidate pairs",
+            grow=grow.get("pair", ""),
         ),
         ecs.Archetype(
             "contact",
             (*collision.CONTACT_COMPONENTS, *solver.CONTACT_SCRATCH_COMPONENTS),
             capacity=cfg.max_contacts,
             doc="contacts",
+            grow=grow.get("contact", ""),
         ),
-        ecs.Archetype("joint", JOINT_COMPONENTS, capacity=cfg.max_joints, doc="fixed joints"),
+        ecs.Archetype(
+            "joint", JOINT_COMPONENTS, capacity=cfg.max_joints, doc="fixed joints", grow=grow.get("joint", "")
+        ),
     ]
 
 

@@ -95,6 +95,34 @@ LOCK_TYPES = {
 }
 
 
+def pairs_bound(max_walls: int, max_boxes: int) -> int:
+    """The most broadphase pairs a world of these rows can have: every two moving bodies (boxes, ramps and
+    agents) and every moving body with the floor or a wall (static ones never pair with each other)."""
+    moving = max_boxes + NUM_RAMPS + NUM_AGENTS
+    return moving * (moving - 1) // 2 + moving * (1 + max_walls)
+
+
+DEFAULT_ROWS = 256  # pair and contact rows per world of the default config (at most 162 pairs and 124 contacts
+# used under sticky play, on a floor of half the side too)
+DEFAULT_PAIRS_BOUND = pairs_bound(12, 9)  # 357
+
+
+# How a user raises the tables' capacities (ecs.Archetype.grow): named by ecs.CapacityError when one fills up.
+GROW = {
+    "pair": "raise max_pairs in hide-and-seek's config (broadphase pair rows per world)",
+    "contact": "raise max_contacts in hide-and-seek's config (contact rows per world)",
+}
+
+
+def _rows_for(max_walls: int, max_boxes: int) -> int:
+    """Default pair and contact rows per world (``HideAndSeekConfig.pair_rows``): DEFAULT_ROWS, scaled by the pairs
+    that the rows allow (``pairs_bound``) where they allow more than the default's, rounded up to 32."""
+    bound = pairs_bound(max_walls, max_boxes)
+    if bound <= DEFAULT_PAIRS_BOUND:
+        return DEFAULT_ROWS
+    return -(-DEFAULT_ROWS * bound // (32 * DEFAULT_PAIRS_BOUND)) * 32
+
+
 @dataclass(frozen=True)
 class HideAndSeekConfig:
     """Hide-and-seek parameters; defaults follow OpenAI's full environment except where the README says."""
@@ -144,6 +172,11 @@ class HideAndSeekConfig:
     # within this distance of their team's first agent
     placement_clearance: float = 0.05  # m, free gap around every placed object
     max_walls: int = 12  # wall rows per world
+    # Rows per world of the broadphase's candidate pairs and of the contact points; None: 256 each for up to the
+    # default 30 body rows, more for more (``pair_rows``, ``contact_rows``). A table that fills up stops the step
+    # with ecs.CapacityError naming it
+    max_pairs: int | None = None
+    max_contacts: int | None = None
     move_force: float = 90.0  # N at bin 0 or 10 (OpenAI's slide motors: gear 100 x action limit 0.9)
     turn_torque: float = 90.0  # N m at bin 0 or 10 (its hinge motor, likewise)
     move_damping: float = 10.0  # N s/m, an agent's drag in x and y (OpenAI's slide-joint damping): top speed
@@ -246,12 +279,24 @@ class HideAndSeekConfig:
         for name in ("solver_staged", "solver_cache"):
             if not (isinstance(getattr(self, name), bool) or getattr(self, name) == "auto"):
                 raise ValueError(f"{name} must be true, false or auto, got {getattr(self, name)!r}")
+        for name in ("max_pairs", "max_contacts"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(
+                    f"{name} must be null (sized from max_walls and max_boxes) or an int >= 1, got {value!r}"
+                )
         bodies = self.body_rows
         if self.solver_cache is True and (self.solver_layout == "world" or bodies > solver.CACHE_BODIES):
             raise ValueError(
                 f"solver_cache keeps a world's bodies in its block's shared memory: it needs solver_layout 'auto' or "
                 f"'block' and at most {solver.CACHE_BODIES} bodies (the floor, max_walls, max_boxes, {NUM_RAMPS} ramps "
                 f"and {NUM_AGENTS} agents: {bodies}); got solver_layout={self.solver_layout!r}"
+            )
+        if self.solver_cache is True and self.contact_rows > solver.CACHE_CONTACTS:
+            raise ValueError(
+                f"solver_cache keeps a world's contacts in its block's shared memory: at most {solver.CACHE_CONTACTS} "
+                f"rows, got {self.contact_rows} (max_contacts, or sized from max_walls and max_boxes); lower "
+                "max_contacts or set solver_cache to auto or false"
             )
         world_from = self.solver_world_from
         if isinstance(world_from, bool) or not isinstance(world_from, int) or world_from < 1:
@@ -306,6 +351,17 @@ class HideAndSeekConfig:
     def body_rows(self) -> int:
         """Body rows per world: the floor, the walls, the boxes, the ramps and the agents."""
         return 1 + self.max_walls + self.max_boxes + NUM_RAMPS + NUM_AGENTS
+
+    @property
+    def pair_rows(self) -> int:
+        """Broadphase pair rows per world: ``max_pairs``, or by default 256 for up to the default's walls and boxes,
+        and as many more as the pairs they allow for more (``_rows_for``)."""
+        return self.max_pairs if self.max_pairs is not None else _rows_for(self.max_walls, self.max_boxes)
+
+    @property
+    def contact_rows(self) -> int:
+        """Contact rows per world: ``max_contacts``, or by default as many as the default pair rows."""
+        return self.max_contacts if self.max_contacts is not None else _rows_for(self.max_walls, self.max_boxes)
 
     @property
     def fixed(self) -> bool:
@@ -592,8 +648,8 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
         keep_resting_contacts=cfg.keep_resting_contacts,
         gravity=cfg.gravity,
         max_bodies=max_bodies,
-        max_pairs=256,
-        max_contacts=256,
+        max_pairs=cfg.pair_rows,
+        max_contacts=cfg.contact_rows,
         max_joints=NUM_AGENTS,
         solver_layout=cfg.solver_layout,
         solver_world_from=cfg.solver_world_from,
@@ -662,7 +718,7 @@ def make(config: str | os.PathLike | None = None, **overrides: Any) -> ecs.EnvSp
     return ecs.EnvSpec(
         name="hide_and_seek",
         config=cfg,
-        archetypes=[*physics.archetypes(phys, body_extra=[BodyKind, StartPosition, Locker]), agent],
+        archetypes=[*physics.archetypes(phys, body_extra=[BodyKind, StartPosition, Locker], grow=GROW), agent],
         singletons=[
             *physics.singletons(),
             Move,

@@ -396,6 +396,7 @@ def test_spawn_beyond_capacity_raises_at_next_sync_and_sim_recovers(device):
         sim.check()  # on CPU step() raised already; on CUDA the next sync does
     msg = str(info.value)
     assert "'ball'" in msg and "capacity is 3" in msg and "world 1" in msg and "1 spawn(s) failed" in msg
+    assert "raise capacity in Archetype('ball', ..., capacity=...)" in msg  # the archetype has no ``grow`` of its own
     assert isinstance(info.value, ecs.EcsError)
     # The failed spawn changed nothing in world 1; world 0's spawn went through.
     assert get(sim, "ball", "alive").tolist() == [[1, 0, 0], [1, 1, 1]]
