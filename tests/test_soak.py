@@ -126,3 +126,35 @@ def test_soak_reports_a_body_through_the_outside_walls(corner):
             assert problem is None
         position[1, row] = inside
         assert soak.check(sim, 1, 1.0, 100.0, worst) is None
+
+
+def sweep(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``examples/soak_sweep.py`` on the CPU without its progress bar, with ``args``."""
+    cmd = [sys.executable, "examples/soak_sweep.py", *args, "--device", "cpu", "--no-progress"]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def test_soak_sweep_tables_each_config_and_names_what_failed(tmp_path):
+    """Every config soaks in a process of its own to its end: each row holds its figures and the verdict against the
+    limits (an impossible depth limit fails every config that ran), a config the env refuses is a row naming why,
+    and the table, JSON and plot are written; exit 1 when any config failed, 0 when all passed."""
+    small = ["--world-steps", "320", "--num-worlds", "16", "--jobs", "2"]
+    configs = ["--config", "default", "--config", "box_mass=0.5 gravity=-20.0", "--config", "not_a_field=1"]
+    r = sweep(*small, *configs, "--max-depth", "-1", "--out", str(tmp_path / "a"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = json.loads((tmp_path / "a" / "sweep.json").read_text())["rows"]
+    assert [row["config"] for row in rows] == ["default", "box_mass=0.5 gravity=-20.0", "not_a_field=1"]
+    for row in rows[:2]:
+        assert row["world_steps"] == 320 and row["device"] == "cpu" and row["problem"] is None
+        assert row["verdict"].startswith("contact ") and "(limit -1000)" in row["verdict"]
+    assert rows[1]["config"] != rows[0]["config"] and rows[1]["max_body_speed"] > 0.0
+    assert json.loads((tmp_path / "a" / "sweep.json").read_text())["settings"]["max_depth"] == -1.0
+    assert rows[2]["verdict"] == "error" and "unknown config key(s) ['not_a_field']" in rows[2]["error"]
+    table = (tmp_path / "a" / "sweep.md").read_text()
+    assert "| `box_mass=0.5 gravity=-20.0` | 320 |" in table and "did not run: " in table
+    assert (tmp_path / "a" / "sweep.png").stat().st_size > 10_000
+    r = sweep(*small, "--config", "default", "--max-depth", "1.0", "--out", str(tmp_path / "b"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads((tmp_path / "b" / "sweep.json").read_text())["rows"][0]["verdict"] == "ok"
+    r = sweep("--config", "box_mass", "--out", str(tmp_path / "c"))
+    assert r.returncode == 2 and "space-separated KEY=VALUE pairs, got 'box_mass'" in r.stderr, r.stderr

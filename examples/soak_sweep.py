@@ -1,0 +1,185 @@
+"""Soak many configs of hide-and-seek side by side: which settings keep contacts shallow and bodies slow.
+
+Runs ``examples/soak.py`` once per config, each in a process of its own (``--jobs`` at a time), with sticky play
+(agents hold their move, grab and lock for about 20 steps, as trained agents do), to the full ``--world-steps``
+rather than stopping at the first deep contact, checking every ``--check-every`` steps. A config is ``"default"`` or
+space-separated ``KEY=VALUE`` fields of hide-and-seek's config (``--config``, repeatable; by default ``CONFIGS``, the
+ways users change the env). Writes ``sweep.json``, ``sweep.md`` (a table: the deepest contact and where, the
+fastest body, the verdict against ``--max-depth`` and ``--max-speed``) and ``sweep.png`` into ``--out``, and exits 1
+if any config failed a check or did not run.
+
+    python examples/soak_sweep.py --out sweep --jobs 2
+    python examples/soak_sweep.py --config "box_mass=0.3" --config "gravity=-9.81" --world-steps 100000
+
+A run that stops early (a value that is not finite, a body through the outside walls, a full table, memory growth)
+is a failure whatever its depth; its problem is in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tqdm import tqdm
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The ways users change hide-and-seek: its defaults, the quadrant game, and one setting at a time.
+CONFIGS = (
+    "default",
+    "scenario=quadrant",
+    "objects_turn_only_about_z=false",
+    "box_mass=0.3",
+    "box_mass=5.0",
+    "agent_mass=5.0",
+    "ramp_mass=0.2",
+    "box_mass=3.0 ramp_mass=3.0",
+    "box_size=0.3",
+    "elongated_box_scale=[2.0,0.5,1.0]",
+    "ramp_size=[1.0,1.0,1.0]",
+    "agent_radius=0.3",
+    "min_boxes=15 max_boxes=20",
+    "min_hiders=3 max_hiders=3 min_seekers=3 max_seekers=3",
+    "floor_size=3.0",
+    "outside_walls_prob=1.0 max_rooms=1",
+    "move_force=200.0",
+    "gravity=-9.81",
+    "box_friction=1.0 floor_friction=1.0",
+    "lock_type=toggle",
+    "physics_substeps=4",
+    "contact_passes=3",
+    "physics_dt=0.05",
+    "sleep_substeps=0",
+)
+
+
+def soak_command(config: str, args: argparse.Namespace, json_path: str) -> list[str]:
+    """The ``soak.py`` command line of one config: checks that stop the run early stay on (non-finite values,
+    bodies through the outside walls, memory), depth and speed are judged afterwards."""
+    cmd = [sys.executable, os.path.join(HERE, "soak.py"), "--policy", "sticky", "--no-progress"]
+    cmd += ["--num-worlds", str(args.num_worlds), "--world-steps", str(args.world_steps), "--seed", str(args.seed)]
+    cmd += ["--check-every", str(args.check_every), "--max-depth", "1e9", "--max-speed", "1e9", "--json", json_path]
+    if args.device:
+        cmd += ["--device", args.device]
+    for pair in config.split():
+        if pair != "default":
+            cmd += ["--set", pair]
+    return cmd
+
+
+def run_one(config: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Soaks one config in a process of its own; its summary with the verdict, or the error that stopped it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "soak.json")
+        done = subprocess.run(soak_command(config, args, path), capture_output=True, text=True, timeout=args.timeout)
+        if not os.path.exists(path):
+            lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+            error = lines[-1] if lines else f"exit {done.returncode}"
+            return {"config": config, "error": error if len(error) <= 200 else error[:200] + "...", "verdict": "error"}
+        with open(path) as f:
+            row = json.load(f)
+    row["config"] = config
+    problems = []
+    if row["problem"]:
+        problems.append(row["problem"])
+    if row["max_contact_depth"] > args.max_depth:
+        problems.append(f"contact {1000 * row['max_contact_depth']:.1f} mm deep (limit {1000 * args.max_depth:g})")
+    if row["max_body_speed"] > args.max_speed:
+        problems.append(f"a body at {row['max_body_speed']:.1f} m/s (limit {args.max_speed:g})")
+    row["verdict"] = "; ".join(problems) if problems else "ok"
+    return row
+
+
+def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    device = next((r["device"] for r in rows if "device" in r), args.device or "the default device")
+    lines = [
+        f"Hide-and-seek soaked config by config: sticky play, {args.num_worlds} worlds, seed {args.seed}, checks every "
+        f"{args.check_every} steps, on {device}.",
+        "",
+        "| config | world-steps | deepest contact (mm) | where (step, world, bodies) | fastest body (m/s) | verdict |",
+        "|---|---:|---:|---|---:|---|",
+    ]
+    for row in rows:
+        if row["verdict"] == "error":
+            lines.append(f"| `{row['config']}` | | | | | did not run: {row['error']} |")
+            continue
+        at = row.get("deepest_contact_at") or {}
+        where = f"{at['step']}, {at['world']}, {' on '.join(at['kinds'])}" if at else ""
+        lines.append(
+            f"| `{row['config']}` | {row['world_steps']:,} | {1000 * row['max_contact_depth']:.1f} | {where} | "
+            f"{row['max_body_speed']:.1f} | {row['verdict']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], args: argparse.Namespace, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ran = [r for r in rows if r["verdict"] != "error"]
+    if not ran:
+        return
+    fig, (ax_depth, ax_speed) = plt.subplots(1, 2, figsize=(12, 0.32 * len(ran) + 1.5), sharey=True)
+    names = [r["config"] for r in ran]
+    colours = ["tab:blue" if r["verdict"] == "ok" else "tab:red" for r in ran]
+    ax_depth.barh(names, [1000 * r["max_contact_depth"] for r in ran], color=colours)
+    ax_depth.axvline(1000 * args.max_depth, color="k", ls="--", lw=1, label=f"limit {1000 * args.max_depth:g} mm")
+    ax_depth.set_xlabel("deepest contact [mm]")
+    ax_depth.legend(loc="lower right")
+    ax_speed.barh(names, [r["max_body_speed"] for r in ran], color=colours)
+    ax_speed.set_xlabel("fastest body [m/s]")
+    ax_depth.invert_yaxis()
+    fig.suptitle(
+        f"hide-and-seek soak per config ({args.num_worlds} worlds, {ran[0]['world_steps']:,} world-steps each)"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", action="append", default=None, help='"KEY=VALUE ..." or "default"; repeatable')
+    p.add_argument("--world-steps", type=int, default=200_000, help="world-steps per config")
+    p.add_argument("--num-worlds", type=int, default=256)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--check-every", type=int, default=10, help="steps between checks")
+    p.add_argument("--max-depth", type=float, default=0.05, help="deepest contact allowed [m]")
+    p.add_argument("--max-speed", type=float, default=50.0, help="fastest body allowed [m/s]")
+    p.add_argument("--device", default=None)
+    p.add_argument("--jobs", type=int, default=1, help="configs soaked at once, each in its own process")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds one config may take")
+    p.add_argument("--out", default="soak_sweep", help="folder for sweep.json, sweep.md and sweep.png")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    configs = args.config or list(CONFIGS)
+    for name in ("world_steps", "num_worlds", "check_every", "jobs"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    for config in configs:
+        if config != "default" and any("=" not in pair for pair in config.split()):
+            p.error(f'--config takes "default" or space-separated KEY=VALUE pairs, got {config!r}')
+    os.makedirs(args.out, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_one, config, args) for config in configs]
+        rows = [f.result() for f in tqdm(futures, desc="soak sweep", unit="config", disable=args.no_progress)]
+    with open(os.path.join(args.out, "sweep.json"), "w") as f:
+        json.dump({"settings": {k: v for k, v in vars(args).items() if k != "no_progress"}, "rows": rows}, f, indent=2)
+    table = markdown(rows, args)
+    with open(os.path.join(args.out, "sweep.md"), "w") as f:
+        f.write(table)
+    plot(rows, args, os.path.join(args.out, "sweep.png"))
+    print(table, end="")
+    return 0 if all(r["verdict"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
