@@ -11,6 +11,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | ``solver`` | hide-and-seek's step time in each form of the solver: first every form compiled without fused multiply-adds (``solver_fma=False``) at 1k worlds, each of whose states must equal a thread per world's bit for bit, and the fastest of them at 16k and 64k; then, with FMA, the block of lanes per world staged and cached (``solver_staged``, ``solver_cache``: the CUDA default below ``physics.AUTO_WORLD_FROM`` worlds) at 1k..256k and 128k, staged at 1k..64k, whole with and without its cache at 1k and 16k; the share of each solver stage at 1k and 16k (``solver_timing``; staged, ``sim.profile`` of its launches), and at 1k for two fixed layouts of one and two manifolds (``PROBE_SCENES``: one manifold's solve in cycles, and its staged launches timed); a thread per world at 1k (its stage shares too), staged at 16k..256k and 128k (the CUDA default from ``AUTO_WORLD_FROM``) and, its worlds sorted by work (``solver_order``) or the tables interleaved (``interleave_worlds``), at 64k and 256k; last, its staged launches timed at 256k |
 | ``hide_and_seek`` | env steps/s against num_worlds (1k..256k on a GPU; each at the CUDA defaults for its count), both sensor forms (``wide_sensors``), ``sim.profile`` per system at 16k worlds, and at 16k and 64k the rate at fewer substeps of more contact passes, at Madrona's step, without sleeping bodies and without kept contact rows (``PHYSICS_BUDGETS``) |
 | ``identity`` | run-to-run bit-identity: two fresh sims per env (cartpole, hide-and-seek), 300 steps of seeded random actions with resets, every state array compared (``--hide-and-seek KEY=VALUE,...`` sets hide-and-seek's config here and in ``hide_and_seek``) |
+| ``soak`` | hide-and-seek soaked as ``examples/soak.py --policy sticky`` soaks it on the CPU, at the CUDA defaults for 16k and 256k worlds (``SOAK_RUNS``): every value finite, every body inside the outside walls, and the deepest contact and fastest body against the CPU soak's limits (50 mm, 50 m/s) |
 | ``cartpole`` | first its two targets (``bench_suite.py --bandwidth --overhead``: the fused step against the bandwidth bound from ``sim.step_bytes``, host time of one captured step), then ``python -m ecs bench cartpole`` at 4k..1M worlds and ``bench_suite.py``'s throughput against N and K with eager torch and JAX baselines |
 | ``policy_step`` | a captured policy forward plus step (``ecs.adapters.PolicyStep``) against the two done separately |
 | ``tests`` | the test suite's CUDA cases (``pytest -k cuda``) |
@@ -19,7 +20,7 @@ what finished; a failed stage is recorded with the tail of its output and the ru
 | ``dist`` | ``python -m ecs dist-bench cartpole`` as one rank |
 
 One device call finishes what decides: with the default budget and stage limits, ``python -m ecs gpu-report
---out DIR`` runs device, solver, hide_and_seek, identity and cartpole; ``--resume`` in a later call runs only the
+--out DIR`` runs device, solver, hide_and_seek, identity, soak and cartpole; ``--resume`` in a later call runs only the
 stages not yet in ``DIR/report.json``. A kernel cache in the checkout's ``.wpcache`` (built beforehand with
 ``python -m tests.cuda_codegen``) is used where ``WARP_CACHE_PATH`` names no other. On CPU, ``--device cpu --quick`` runs every stage at toy sizes (the tests use it).
 """
@@ -44,6 +45,7 @@ STAGES = (
     "solver",
     "hide_and_seek",
     "identity",
+    "soak",
     "cartpole",
     "policy_step",
     "tests",
@@ -192,6 +194,51 @@ def stage_identity(args: argparse.Namespace) -> dict:
             "episodes_begun": episodes,
         }
     return out
+
+
+# The soak stage's runs: worlds and steps, each at the CUDA defaults for its count (the block staged and cached below
+# physics.AUTO_WORLD_FROM worlds, a thread per world staged from it), and the depth and speed the checks allow.
+SOAK_RUNS = ((16384, 100), (262144, 10))
+SOAK_MAX_DEPTH = 0.05  # m, as examples/soak.py
+SOAK_MAX_SPEED = 50.0  # m/s
+
+
+def stage_soak(args: argparse.Namespace) -> dict:
+    """Hide-and-seek soaked on the device as ``examples/soak.py --policy sticky`` soaks it on the CPU: agents hold
+    their actions for about 20 steps, and every 10 steps the checks run (values finite, bodies inside the outside
+    walls, the deepest contact and fastest body kept with where they were)."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("soak_example", os.path.join(ROOT, "examples", "soak.py"))
+    soak = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(soak)
+    result: dict[str, Any] = {"max_depth": SOAK_MAX_DEPTH, "max_speed": SOAK_MAX_SPEED, "runs": []}
+    for worlds, steps in ((8, 40),) if args.quick else SOAK_RUNS:
+        t0 = time.perf_counter()
+        sim = _sim("hide_and_seek", worlds, args.device, seed=1, **_hs(args))
+        row: dict[str, Any] = {"num_worlds": worlds, "steps": 0, "problem": None}
+        result["runs"].append(row)
+        gen = torch.Generator().manual_seed(1)
+        worst = {"speed": 0.0, "depth": 0.0}
+        for i in range(steps):
+            soak.random_actions(sim, gen, 20.0 if i else 1.0)
+            sim.step()
+            if (i + 1) % 10 == 0 or i + 1 == steps:
+                problem = soak.check(sim, i + 1, float("inf"), float("inf"), worst)
+                row.update(steps=i + 1, world_steps=worlds * (i + 1), seconds=time.perf_counter() - t0)
+                row.update(max_contact_depth=worst["depth"], max_body_speed=worst["speed"])
+                row["deepest_contact_at"] = worst.get("deepest_at")
+                if problem is not None:
+                    row["problem"] = problem
+                _partial(args, result)
+                if problem is not None:
+                    break
+        row["passed"] = row["problem"] is None and worst["depth"] <= SOAK_MAX_DEPTH and worst["speed"] <= SOAK_MAX_SPEED
+        _say(f"soak {worlds} worlds: {row}")
+        del sim
+    return result
 
 
 def _pairs(text: str, what: str) -> dict[str, Any]:
@@ -1044,6 +1091,16 @@ def _write(out: str, report: dict) -> None:
                 f"- {env}: identical={r['identical']} ({r['num_worlds']} worlds, {r['steps']} steps)"
                 for env, r in result.items()
             ]
+        elif name == "soak" and "runs" in result:
+            for r in result["runs"]:
+                at = r.get("deepest_contact_at") or {}
+                where = f" (step {at['step']}, world {at['world']}, {' on '.join(at['kinds'])})" if at else ""
+                verdict = "passed" if r.get("passed") else f"FAILED: {r['problem'] or 'past a limit'}"
+                lines.append(
+                    f"- {r['num_worlds']:,} worlds, {r.get('world_steps', 0):,} world-steps: deepest contact "
+                    f"{1000 * r.get('max_contact_depth', 0.0):.1f} mm{where}, fastest body "
+                    f"{r.get('max_body_speed', 0.0):.1f} m/s: {verdict}"
+                )
         elif name == "tests" and "counts" in result:
             lines.append(f"- {result['counts']}")
             lines += [f"- FAILED `{f['test']}`: {f['message'][:300]}" for f in result["failures"]]
@@ -1130,8 +1187,8 @@ def main(argv: list[str] | None = None) -> int:
         "--limit",
         default="",
         metavar="STAGE=SECONDS,...",
-        help="a stage's own time limit, e.g. solver=150 (defaults: solver 230, hide_and_seek 120, identity 50, "
-        "cartpole 70, tests 300, envs 240, the others 120)",
+        help="a stage's own time limit, e.g. solver=150 (defaults: solver 210, hide_and_seek 110, identity 50, "
+        "soak 40, cartpole 70, tests 300, envs 240, the others 120)",
     )
     parser.add_argument(
         "--solver-forms",
@@ -1176,9 +1233,17 @@ def main(argv: list[str] | None = None) -> int:
             report = json.load(f)
         wanted = [s for s in wanted if report["stages"].get(s, {}).get("status") != "ok"]
     deadline = time.perf_counter() + args.budget_s
-    # Sized for a 15-minute device lease: the first five stages fit one call of ``--budget-s`` (the solver's rows that
-    # decide come first within its 230 s; cartpole's targets first within its 70 s).
-    limits = {"solver": 230, "hide_and_seek": 120, "identity": 50, "cartpole": 70, "tests": 300, "envs": 240}
+    # Sized for a 15-minute device lease: the first six stages fit one call of ``--budget-s`` (the solver's rows that
+    # decide come first within its 210 s; cartpole's targets first within its 70 s).
+    limits = {
+        "solver": 210,
+        "hide_and_seek": 110,
+        "identity": 50,
+        "soak": 40,
+        "cartpole": 70,
+        "tests": 300,
+        "envs": 240,
+    }
     limits |= _pairs(args.limit, "--limit")
     unknown = sorted(set(limits) - set(STAGES))
     if unknown or not all(isinstance(v, int | float) and v > 0 for v in limits.values()):

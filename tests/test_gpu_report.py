@@ -26,7 +26,7 @@ def gpu_report(*args: str) -> subprocess.CompletedProcess:
 
 def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     out = tmp_path / "report"
-    stages = "device,identity,hide_and_seek,solver,envs,registers,policy_step,dist,tests"
+    stages = "device,identity,soak,hide_and_seek,solver,envs,registers,policy_step,dist,tests"
     hs = ("--hide-and-seek", "solver_staged=true")  # the identity and hide_and_seek stages' config
     p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", stages, *hs)
     assert p.returncode == 0, p.stderr
@@ -112,7 +112,13 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
     assert set(benches) >= {"cartpole", "escape_room", "foraging", "hide_and_seek", "predator_prey"}
     assert all(r["rc"] == 0 and "world-steps/s" in r["tail"] for runs in benches.values() for r in runs)
     assert "skipped" in report["stages"]["tests"]["result"] and "skipped" in report["stages"]["registers"]["result"]
+    soak = report["stages"]["soak"]["result"]
+    [run] = soak["runs"]
+    assert (run["num_worlds"], run["steps"], run["world_steps"], run["problem"]) == (8, 40, 320, None)
+    assert run["passed"] == (run["max_contact_depth"] <= 0.05 and run["max_body_speed"] <= 50.0)
+    assert run["deepest_contact_at"]["step"] % 10 == 0 and 0 <= run["deepest_contact_at"]["world"] < 8
     md = (out / "report.md").read_text()
+    assert "## soak: ok" in md and "- 8 worlds, 320 world-steps: deepest contact " in md
     assert "## identity: ok" in md and "| num_worlds | wide sensors |" in md and "world-steps/s" in md
     assert "| num_worlds | solver layout |" in md and "| scene | layout | num_worlds | contact rows | reach |" in md
     assert "| scene | layout | num_worlds | collide | prepare | solve | velocity | eager step (us) |" in md
@@ -245,3 +251,18 @@ def test_a_kernel_cache_in_the_checkout_serves_the_stages(tmp_path):
     subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True)
     result = json.loads((out / "report.json").read_text())["stages"]["device"]["result"]
     assert Path(result["kernel_cache"]).resolve().parent == (tmp_path / "elsewhere").resolve()
+
+
+def test_the_soak_stage_fails_a_run_past_its_limits(tmp_path, monkeypatch):
+    """The soak stage's verdict can fail: with a depth limit below any contact, the run is marked failed, while the
+    figures it measured stay in the result."""
+    import argparse
+
+    from ecs import gpu_report as report
+
+    monkeypatch.setattr(report, "SOAK_MAX_DEPTH", -1.0)
+    args = argparse.Namespace(out=str(tmp_path), stage="soak", device="cpu", quick=True, hide_and_seek="")
+    result = report.stage_soak(args)
+    [run] = result["runs"]
+    assert run["passed"] is False and run["problem"] is None and run["world_steps"] == 320
+    assert result["max_depth"] == -1.0 and run["max_body_speed"] > 0.0

@@ -415,8 +415,9 @@ def test_the_cache_is_a_config_choice_for_tables_that_fit_it():
         physics.solver_systems("block", cached=True)
     with pytest.raises(ecs.ConfigError, match=r"it needs solver_layout 'block' or 'auto', not 'world'"):
         physics.with_solver(envs.make("hide_and_seek"), layout="world", cached=True)
-    big = envs.make("hide_and_seek", max_walls=60)  # 78 bodies a world
-    with pytest.raises(ecs.ConfigError, match=r"got max_bodies=78, max_contacts=256"):
+    big = envs.make("hide_and_seek", max_walls=60)  # 78 bodies a world, and the contact rows they allow
+    assert big.config.contact_rows == 864
+    with pytest.raises(ecs.ConfigError, match=r"got max_bodies=78, max_contacts=864"):
         physics.with_solver(big, layout="block", cached=True)
     with pytest.raises(
         ValueError, match=r"at most 64 bodies \(the floor, max_walls, max_boxes, 2 ramps and 6 agents: 78\)"
