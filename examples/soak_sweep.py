@@ -10,6 +10,11 @@ if any config failed a check or did not run.
 
     python examples/soak_sweep.py --out sweep --jobs 2
     python examples/soak_sweep.py --config "box_mass=0.3" --config "gravity=-9.81" --world-steps 100000
+    python examples/soak_sweep.py --against ../main-before --jobs 2   # a change side by side with the tree before
+
+``--against DIR`` soaks each config in another checkout of the project too (its ``examples/soak.py``, ``ecs``,
+``envs`` and ``systems``), with the same seed and actions, and puts its figures beside this tree's: how a solver
+change moves the deepest contacts, config by config.
 
 A run that stops early (a value that is not finite, a body through the outside walls, a full table, memory growth)
 is a failure whatever its depth; its problem is in the table.
@@ -26,9 +31,11 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 
 # The ways users change hide-and-seek: its defaults, the quadrant game, and one setting at a time.
 CONFIGS = (
@@ -59,10 +66,10 @@ CONFIGS = (
 )
 
 
-def soak_command(config: str, args: argparse.Namespace, json_path: str) -> list[str]:
-    """The ``soak.py`` command line of one config: checks that stop the run early stay on (non-finite values,
-    bodies through the outside walls, memory), depth and speed are judged afterwards."""
-    cmd = [sys.executable, os.path.join(HERE, "soak.py"), "--policy", "sticky", "--no-progress"]
+def soak_command(config: str, args: argparse.Namespace, json_path: str, root: str = ROOT) -> list[str]:
+    """The ``soak.py`` command line of one config in the checkout at ``root``: checks that stop the run early stay on
+    (non-finite values, bodies through the outside walls, memory), depth and speed are judged afterwards."""
+    cmd = [sys.executable, os.path.join(root, "examples", "soak.py"), "--policy", "sticky", "--no-progress"]
     cmd += ["--num-worlds", str(args.num_worlds), "--world-steps", str(args.world_steps), "--seed", str(args.seed)]
     cmd += ["--check-every", str(args.check_every), "--max-depth", "1e9", "--max-speed", "1e9", "--json", json_path]
     if args.device:
@@ -73,11 +80,14 @@ def soak_command(config: str, args: argparse.Namespace, json_path: str) -> list[
     return cmd
 
 
-def run_one(config: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Soaks one config in a process of its own; its summary with the verdict, or the error that stopped it."""
+def run_one(config: str, args: argparse.Namespace, root: str = ROOT) -> dict[str, Any]:
+    """Soaks one config in a process of its own, with the checkout at ``root`` first on the import path; its summary
+    with the verdict, or the error that stopped it."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "soak.json")
-        done = subprocess.run(soak_command(config, args, path), capture_output=True, text=True, timeout=args.timeout)
+        cmd = soak_command(config, args, path, root)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
         if not os.path.exists(path):
             lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
             error = lines[-1] if lines else f"exit {done.returncode}"
@@ -96,25 +106,39 @@ def run_one(config: str, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
+def _cells(row: dict[str, Any]) -> list[str]:
+    """A row's world-steps, deepest contact, where, fastest body and verdict, as table cells."""
+    if row["verdict"] == "error":
+        return ["", "", "", "", f"did not run: {row['error']}"]
+    at = row.get("deepest_contact_at") or {}
+    where = f"{at['step']}, {at['world']}, {' on '.join(at['kinds'])}" if at else ""
+    depth = f"{1000 * row['max_contact_depth']:.1f}"
+    return [f"{row['world_steps']:,}", depth, where, f"{row['max_body_speed']:.1f}", row["verdict"]]
+
+
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     device = next((r["device"] for r in rows if "device" in r), args.device or "the default device")
     lines = [
         f"Hide-and-seek soaked config by config: sticky play, {args.num_worlds} worlds, seed {args.seed}, checks every "
         f"{args.check_every} steps, on {device}.",
         "",
-        "| config | world-steps | deepest contact (mm) | where (step, world, bodies) | fastest body (m/s) | verdict |",
-        "|---|---:|---:|---|---:|---|",
     ]
+    head = ["config", "world-steps", "deepest contact (mm)", "where (step, world, bodies)", "fastest body (m/s)"]
+    if args.against:
+        lines[0] += f" Beside each figure, the same soak of `{args.against}`."
+        head = [head[0], "world-steps", "deepest contact (mm), here / there", "where, here", "fastest body (m/s)"]
+        head += ["verdict here", "verdict there"]
+    else:
+        head.append("verdict")
+    lines += ["| " + " | ".join(head) + " |", "|---|---:|---:|---|---:|" + "---|" * (len(head) - 5)]
     for row in rows:
-        if row["verdict"] == "error":
-            lines.append(f"| `{row['config']}` | | | | | did not run: {row['error']} |")
-            continue
-        at = row.get("deepest_contact_at") or {}
-        where = f"{at['step']}, {at['world']}, {' on '.join(at['kinds'])}" if at else ""
-        lines.append(
-            f"| `{row['config']}` | {row['world_steps']:,} | {1000 * row['max_contact_depth']:.1f} | {where} | "
-            f"{row['max_body_speed']:.1f} | {row['verdict']} |"
-        )
+        cells = _cells(row)
+        if args.against:
+            there = _cells(row["against"])
+            cells[1] = f"{cells[1] or '-'} / {there[1] or '-'}"
+            cells[3] = f"{cells[3] or '-'} / {there[3] or '-'}"
+            cells.append(there[4])
+        lines.append(f"| `{row['config']}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -128,13 +152,21 @@ def plot(rows: list[dict[str, Any]], args: argparse.Namespace, path: str) -> Non
     if not ran:
         return
     fig, (ax_depth, ax_speed) = plt.subplots(1, 2, figsize=(12, 0.32 * len(ran) + 1.5), sharey=True)
-    names = [r["config"] for r in ran]
+    y = np.arange(len(ran))
+    height = 0.4 if args.against else 0.8
     colours = ["tab:blue" if r["verdict"] == "ok" else "tab:red" for r in ran]
-    ax_depth.barh(names, [1000 * r["max_contact_depth"] for r in ran], color=colours)
+    ax_depth.barh(y, [1000 * r["max_contact_depth"] for r in ran], height, color=colours, label="this tree")
+    ax_speed.barh(y, [r["max_body_speed"] for r in ran], height, color=colours)
+    if args.against:
+        other = [r["against"] for r in ran]
+        depths = [1000 * r["max_contact_depth"] if r["verdict"] != "error" else 0.0 for r in other]
+        speeds = [r["max_body_speed"] if r["verdict"] != "error" else 0.0 for r in other]
+        ax_depth.barh(y + height, depths, height, color="tab:gray", label=os.path.basename(args.against.rstrip("/")))
+        ax_speed.barh(y + height, speeds, height, color="tab:gray")
     ax_depth.axvline(1000 * args.max_depth, color="k", ls="--", lw=1, label=f"limit {1000 * args.max_depth:g} mm")
+    ax_depth.set_yticks(y + (height / 2 if args.against else 0.0), [r["config"] for r in ran])
     ax_depth.set_xlabel("deepest contact [mm]")
     ax_depth.legend(loc="lower right")
-    ax_speed.barh(names, [r["max_body_speed"] for r in ran], color=colours)
     ax_speed.set_xlabel("fastest body [m/s]")
     ax_depth.invert_yaxis()
     fig.suptitle(
@@ -158,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="configs soaked at once, each in its own process")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds one config may take")
     p.add_argument("--out", default="soak_sweep", help="folder for sweep.json, sweep.md and sweep.png")
+    p.add_argument("--against", default=None, metavar="DIR", help="another checkout soaked beside this one")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     configs = args.config or list(CONFIGS)
@@ -167,10 +200,20 @@ def main(argv: list[str] | None = None) -> int:
     for config in configs:
         if config != "default" and any("=" not in pair for pair in config.split()):
             p.error(f'--config takes "default" or space-separated KEY=VALUE pairs, got {config!r}')
+    if args.against is not None:
+        if not os.path.isfile(os.path.join(args.against, "examples", "soak.py")):
+            p.error(f"--against takes a checkout of this project (with examples/soak.py), got {args.against!r}")
+        args.against = os.path.abspath(args.against)
     os.makedirs(args.out, exist_ok=True)
+    roots = [ROOT] + ([args.against] if args.against else [])
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_one, config, args) for config in configs]
-        rows = [f.result() for f in tqdm(futures, desc="soak sweep", unit="config", disable=args.no_progress)]
+        futures = [[pool.submit(run_one, config, args, root) for root in roots] for config in configs]
+        rows = []
+        for pair in tqdm(futures, desc="soak sweep", unit="config", disable=args.no_progress):
+            row = pair[0].result()
+            if args.against:
+                row["against"] = pair[1].result()
+            rows.append(row)
     with open(os.path.join(args.out, "sweep.json"), "w") as f:
         json.dump({"settings": {k: v for k, v in vars(args).items() if k != "no_progress"}, "rows": rows}, f, indent=2)
     table = markdown(rows, args)

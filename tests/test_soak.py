@@ -158,3 +158,19 @@ def test_soak_sweep_tables_each_config_and_names_what_failed(tmp_path):
     assert json.loads((tmp_path / "b" / "sweep.json").read_text())["rows"][0]["verdict"] == "ok"
     r = sweep("--config", "box_mass", "--out", str(tmp_path / "c"))
     assert r.returncode == 2 and "space-separated KEY=VALUE pairs, got 'box_mass'" in r.stderr, r.stderr
+
+
+def test_soak_sweep_against_another_checkout_puts_its_figures_beside(tmp_path):
+    """``--against DIR``: each config soaks in that checkout too, beside this one's; against this same tree (CPU runs
+    are deterministic) every figure is the same on both sides. A folder that is no checkout is refused."""
+    small = ["--world-steps", "160", "--num-worlds", "8", "--jobs", "2", "--config", "box_mass=0.5"]
+    r = sweep(*small, "--against", ROOT, "--out", str(tmp_path / "a"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    [row] = json.loads((tmp_path / "a" / "sweep.json").read_text())["rows"]
+    there = row["against"]
+    for key in ("world_steps", "max_contact_depth", "max_body_speed", "deepest_contact_at", "verdict"):
+        assert row[key] == there[key], key
+    depth = f"{1000 * row['max_contact_depth']:.1f}"
+    assert f"| `box_mass=0.5` | 160 | {depth} / {depth} |" in (tmp_path / "a" / "sweep.md").read_text()
+    r = sweep("--against", str(tmp_path), "--out", str(tmp_path / "b"))
+    assert r.returncode == 2 and "--against takes a checkout of this project" in r.stderr, r.stderr
