@@ -66,11 +66,11 @@ CONFIGS = (
 )
 
 
-def soak_command(config: str, args: argparse.Namespace, json_path: str, root: str = ROOT) -> list[str]:
+def soak_command(config: str, args: argparse.Namespace, json_path: str, root: str = ROOT, seed: int = 0) -> list[str]:
     """The ``soak.py`` command line of one config in the checkout at ``root``: checks that stop the run early stay on
     (non-finite values, bodies through the outside walls, memory), depth and speed are judged afterwards."""
     cmd = [sys.executable, os.path.join(root, "examples", "soak.py"), "--policy", "sticky", "--no-progress"]
-    cmd += ["--num-worlds", str(args.num_worlds), "--world-steps", str(args.world_steps), "--seed", str(args.seed)]
+    cmd += ["--num-worlds", str(args.num_worlds), "--world-steps", str(args.world_steps), "--seed", str(seed)]
     cmd += ["--check-every", str(args.check_every), "--max-depth", "1e9", "--max-speed", "1e9", "--json", json_path]
     if args.device:
         cmd += ["--device", args.device]
@@ -80,13 +80,13 @@ def soak_command(config: str, args: argparse.Namespace, json_path: str, root: st
     return cmd
 
 
-def run_one(config: str, args: argparse.Namespace, root: str = ROOT) -> dict[str, Any]:
-    """Soaks one config in a process of its own, with the checkout at ``root`` first on the import path; its summary
-    with the verdict, or the error that stopped it."""
+def run_one(config: str, args: argparse.Namespace, root: str = ROOT, seed: int = 0) -> dict[str, Any]:
+    """Soaks one config with one seed in a process of its own, with the checkout at ``root`` first on the import path;
+    its summary, or the error that stopped it."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "soak.json")
-        cmd = soak_command(config, args, path, root)
+        cmd = soak_command(config, args, path, root, seed)
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
         if not os.path.exists(path):
             lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
@@ -95,6 +95,25 @@ def run_one(config: str, args: argparse.Namespace, root: str = ROOT) -> dict[str
         with open(path) as f:
             row = json.load(f)
     row["config"] = config
+    row["seed"] = seed
+    return row
+
+
+def merged(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """One config's row from its runs, a seed each: the deepest contact and fastest body over them (with the seed
+    of the deepest), the world-steps summed, the first problem, each seed's figures in ``seeds``, and the verdict
+    against the limits; the first error where any run did not start."""
+    failed = next((r for r in runs if "error" in r), None)
+    if failed is not None:
+        return failed
+    row = dict(max(runs, key=lambda r: r["max_contact_depth"]))
+    row["max_body_speed"] = max(r["max_body_speed"] for r in runs)
+    row["world_steps"] = sum(r["world_steps"] for r in runs)
+    row["problem"] = next((r["problem"] for r in runs if r["problem"]), None)
+    if row["problem"] and len(runs) > 1:
+        row["problem"] = f"seed {next(r['seed'] for r in runs if r['problem'])}: {row['problem']}"
+    if len(runs) > 1:
+        row["seeds"] = [{k: r[k] for k in ("seed", "max_contact_depth", "max_body_speed", "problem")} for r in runs]
     problems = []
     if row["problem"]:
         problems.append(row["problem"])
@@ -112,15 +131,24 @@ def _cells(row: dict[str, Any]) -> list[str]:
         return ["", "", "", "", f"did not run: {row['error']}"]
     at = row.get("deepest_contact_at") or {}
     where = f"{at['step']}, {at['world']}, {' on '.join(at['kinds'])}" if at else ""
+    if at and "seeds" in row:
+        where = f"seed {row['seed']}: {where}"
     depth = f"{1000 * row['max_contact_depth']:.1f}"
+    if "seeds" in row:
+        depth += " (" + ", ".join(f"{1000 * r['max_contact_depth']:.1f}" for r in row["seeds"]) + ")"
     return [f"{row['world_steps']:,}", depth, where, f"{row['max_body_speed']:.1f}", row["verdict"]]
 
 
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     device = next((r["device"] for r in rows if "device" in r), args.device or "the default device")
     lines = [
-        f"Hide-and-seek soaked config by config: sticky play, {args.num_worlds} worlds, seed {args.seed}, checks every "
-        f"{args.check_every} steps, on {device}.",
+        f"Hide-and-seek soaked config by config: sticky play, {args.num_worlds} worlds, "
+        + (
+            f"seed {args.seed}"
+            if args.seeds == 1
+            else f"seeds {args.seed}..{args.seed + args.seeds - 1} (in brackets each seed's deepest contact)"
+        )
+        + f", checks every {args.check_every} steps, on {device}.",
         "",
     ]
     head = ["config", "world-steps", "deepest contact (mm)", "where (step, world, bodies)", "fastest body (m/s)"]
@@ -180,9 +208,10 @@ def plot(rows: list[dict[str, Any]], args: argparse.Namespace, path: str) -> Non
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", action="append", default=None, help='"KEY=VALUE ..." or "default"; repeatable')
-    p.add_argument("--world-steps", type=int, default=200_000, help="world-steps per config")
+    p.add_argument("--world-steps", type=int, default=200_000, help="world-steps per config and seed")
     p.add_argument("--num-worlds", type=int, default=256)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the first seed")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per config, from --seed on (each its own soak)")
     p.add_argument("--check-every", type=int, default=10, help="steps between checks")
     p.add_argument("--max-depth", type=float, default=0.05, help="deepest contact allowed [m]")
     p.add_argument("--max-speed", type=float, default=50.0, help="fastest body allowed [m/s]")
@@ -194,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     configs = args.config or list(CONFIGS)
-    for name in ("world_steps", "num_worlds", "check_every", "jobs"):
+    for name in ("world_steps", "num_worlds", "check_every", "jobs", "seeds"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     for config in configs:
@@ -207,12 +236,13 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     roots = [ROOT] + ([args.against] if args.against else [])
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [[pool.submit(run_one, config, args, root) for root in roots] for config in configs]
+        seeds = range(args.seed, args.seed + args.seeds)
+        futures = [[[pool.submit(run_one, c, args, root, seed) for seed in seeds] for root in roots] for c in configs]
         rows = []
-        for pair in tqdm(futures, desc="soak sweep", unit="config", disable=args.no_progress):
-            row = pair[0].result()
+        for sides in tqdm(futures, desc="soak sweep", unit="config", disable=args.no_progress):
+            row, *other = (merged([f.result() for f in side], args) for side in sides)
             if args.against:
-                row["against"] = pair[1].result()
+                row["against"] = other[0]
             rows.append(row)
     with open(os.path.join(args.out, "sweep.json"), "w") as f:
         json.dump({"settings": {k: v for k, v in vars(args).items() if k != "no_progress"}, "rows": rows}, f, indent=2)

@@ -153,9 +153,18 @@ def test_soak_sweep_tables_each_config_and_names_what_failed(tmp_path):
     table = (tmp_path / "a" / "sweep.md").read_text()
     assert "| `box_mass=0.5 gravity=-20.0` | 320 |" in table and "did not run: " in table
     assert (tmp_path / "a" / "sweep.png").stat().st_size > 10_000
-    r = sweep(*small, "--config", "default", "--max-depth", "1.0", "--out", str(tmp_path / "b"))
+    # Two seeds: a soak each, merged into the config's row (the deepest of them, both listed), and seed 0 alone is
+    # the first run above.
+    r = sweep(*small, "--config", "default", "--seeds", "2", "--max-depth", "1.0", "--out", str(tmp_path / "b"))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert json.loads((tmp_path / "b" / "sweep.json").read_text())["rows"][0]["verdict"] == "ok"
+    [row] = json.loads((tmp_path / "b" / "sweep.json").read_text())["rows"]
+    assert row["verdict"] == "ok" and row["world_steps"] == 640 and [s["seed"] for s in row["seeds"]] == [0, 1]
+    assert row["max_contact_depth"] == max(s["max_contact_depth"] for s in row["seeds"])
+    assert row["max_body_speed"] == max(s["max_body_speed"] for s in row["seeds"])
+    assert row["seeds"][0]["max_contact_depth"] == rows[0]["max_contact_depth"]
+    assert row["seeds"][0]["max_contact_depth"] != row["seeds"][1]["max_contact_depth"]  # other levels, other play
+    table = (tmp_path / "b" / "sweep.md").read_text()
+    assert "seeds 0..1" in table and f"seed {row['seed']}: " in table
     r = sweep("--config", "box_mass", "--out", str(tmp_path / "c"))
     assert r.returncode == 2 and "space-separated KEY=VALUE pairs, got 'box_mass'" in r.stderr, r.stderr
 
