@@ -87,7 +87,10 @@ def run_one(config: str, args: argparse.Namespace, root: str = ROOT, seed: int =
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "soak.json")
         cmd = soak_command(config, args, path, root, seed)
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+        except subprocess.TimeoutExpired:
+            return {"config": config, "seed": seed, "error": f"timed out after {args.timeout:g} s", "verdict": "error"}
         if not os.path.exists(path):
             lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
             error = lines[-1] if lines else f"exit {done.returncode}"

@@ -165,6 +165,11 @@ def test_soak_sweep_tables_each_config_and_names_what_failed(tmp_path):
     assert row["seeds"][0]["max_contact_depth"] != row["seeds"][1]["max_contact_depth"]  # other levels, other play
     table = (tmp_path / "b" / "sweep.md").read_text()
     assert "seeds 0..1" in table and f"seed {row['seed']}: " in table
+    # A config that runs past --timeout is a row saying so, and the sweep goes on (importing torch takes longer).
+    r = sweep(*small, "--config", "default", "--timeout", "0.5", "--out", str(tmp_path / "d"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    [row] = json.loads((tmp_path / "d" / "sweep.json").read_text())["rows"]
+    assert row["verdict"] == "error" and row["error"] == "timed out after 0.5 s"
     r = sweep("--config", "box_mass", "--out", str(tmp_path / "c"))
     assert r.returncode == 2 and "space-separated KEY=VALUE pairs, got 'box_mass'" in r.stderr, r.stderr
 

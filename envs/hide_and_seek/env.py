@@ -172,9 +172,9 @@ class HideAndSeekConfig:
     # within this distance of their team's first agent
     placement_clearance: float = 0.05  # m, free gap around every placed object
     max_walls: int = 12  # wall rows per world
-    # Rows per world of the broadphase's candidate pairs and of the contact points; None: 256 each for up to the
-    # default 30 body rows, more for more (``pair_rows``, ``contact_rows``). A table that fills up stops the step
-    # with ecs.CapacityError naming it
+    # Rows per world of the broadphase's candidate pairs and of the contact points; None: 256 each up to the default
+    # walls and boxes, more in proportion to the pairs that more of them allow (``pair_rows``, ``contact_rows``). A
+    # table that fills up stops the step with ecs.CapacityError naming the field
     max_pairs: int | None = None
     max_contacts: int | None = None
     move_force: float = 90.0  # N at bin 0 or 10 (OpenAI's slide motors: gear 100 x action limit 0.9)
@@ -291,12 +291,6 @@ class HideAndSeekConfig:
                 f"solver_cache keeps a world's bodies in its block's shared memory: it needs solver_layout 'auto' or "
                 f"'block' and at most {solver.CACHE_BODIES} bodies (the floor, max_walls, max_boxes, {NUM_RAMPS} ramps "
                 f"and {NUM_AGENTS} agents: {bodies}); got solver_layout={self.solver_layout!r}"
-            )
-        if self.solver_cache is True and self.contact_rows > solver.CACHE_CONTACTS:
-            raise ValueError(
-                f"solver_cache keeps a world's contacts in its block's shared memory: at most {solver.CACHE_CONTACTS} "
-                f"rows, got {self.contact_rows} (max_contacts, or sized from max_walls and max_boxes); lower "
-                "max_contacts or set solver_cache to auto or false"
             )
         world_from = self.solver_world_from
         if isinstance(world_from, bool) or not isinstance(world_from, int) or world_from < 1:

@@ -92,8 +92,8 @@ def test_a_full_table_names_the_config_field_that_raises_it(override, name):
         ({"max_pairs": True}, "max_pairs must be an int"),
         ({"max_contacts": 2.5}, "max_contacts must be an int"),
         ({"max_contacts": -3}, "max_contacts must be null"),
-        ({"max_contacts": 300, "solver_cache": True}, "at most 256 rows, got 300"),
-        ({"max_boxes": 20, "min_boxes": 3, "solver_cache": True}, "at most 256 rows, got 544"),
+        ({"max_contacts": 300, "solver_cache": True}, "256 contacts per world, got max_bodies=30, max_contacts=300"),
+        ({"max_boxes": 20, "min_boxes": 3, "solver_cache": True}, "got max_bodies=41, max_contacts=544"),
     ],
 )
 def test_bad_table_sizes_are_refused(overrides, message):
