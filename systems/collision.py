@@ -17,7 +17,8 @@ Narrowphase (``collide``, run by the solver at every substep on the candidate pa
 always describe the current poses): closest points of segments for sphere and capsule pairs,
 sphere / capsule against a polyhedron through the polyhedron's closest point (a capsule also
 gets the point its segment is nearest to, found by alternating projections), polyhedron
-against polyhedron by the separating-axis test over face normals and edge cross products
+against polyhedron by the separating-axis test over face normals and edge cross products, keeping
+the face axis along which the pair met while it stays within ``KEEP_AXIS`` of the least overlap
 (contacts: each vertex of one solid inside the other, or the closest points of the two
 supporting edges when an edge-edge axis separates least; points closer than ``SAME_POINT``
 across the normal, such as a vertex of each of two aligned boxes, are kept once), and any shape
@@ -94,6 +95,16 @@ SAME_POINT = wp.constant(5.0e-4)  # m: polyhedron contacts closer than this acro
 # rim lies on the other solid's side faces (two flush cubes of one size), and the side face a rim vertex lies on
 # would give it no depth at all.
 EXIT_FACING = wp.constant(0.1)
+# Two polyhedra keep the face axis along which they met (their contacts' normal in the substep before) while it
+# overlaps them by at most this much more than the axis that overlaps them least [m]. A ramp dragged into a wall
+# with its slope towards it pokes its sharp low edge past the wall's face; the least overlap is then along the
+# slope's normal (0.71 of the edge's reach past the face at 45 degrees), which points down into the floor, so only
+# its level part pushed the ramp out: pushed by 6-20 times its weight, a ramp stayed up to 58 mm inside the wall and
+# 94 mm inside the floor (``test_a_ramp_driven_slope_first_into_a_wall_stays_out_of_it_and_the_floor``).
+KEEP_AXIS = wp.constant(0.02)
+# A face axis is the one the hint names where their directions lie within this cosine (11 degrees; faces of a box
+# or wedge lie 45 degrees apart or more, and a body turns less than that in a substep).
+KEEP_AXIS_COS = wp.constant(0.98)
 
 
 # -- components ---------------------------------------------------------------------------------
@@ -638,7 +649,13 @@ def face_edge_crossings(
 
 
 @wp.func
-def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float, row: int) -> int:
+def collide_polyhedra(
+    c: Contacts, poses: Poses, world: int, a: int, b: int, margin: float, row: int, hint: wp.vec3
+) -> int:
+    """Contacts of two polyhedra along the axis that separates them most or overlaps them least (separating-axis
+    test), or along a face axis within ``KEEP_AXIS`` of that where it is the one ``hint`` (the pair's normal in the
+    substep before) names: the axis along which the solids met, which a sharp edge pressed past a face would
+    otherwise give up for a shallower one at a slant (see ``KEEP_AXIS``)."""
     sa = poses.shape[world, a]
     sb = poses.shape[world, b]
     qa = poses.rotation[world, a]
@@ -653,6 +670,9 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
     best_eb = wp.int32(-1)
     # An axis that separates the solids by more than the margin ends the test: no contact, whichever axis
     # would have separated them most.
+    kept = wp.float32(BIG)  # the overlap along the face axis that ``hint`` names, that axis and its cosine to it
+    kept_n = wp.vec3(0.0, 0.0, 0.0)
+    kept_cos = wp.float32(KEEP_AXIS_COS)
     for i in range(num_axes(sa)):
         n = wp.quat_rotate(qa, axis_direction(sa, poses.size[world, a], i))
         ov = axis_overlap(va, vb, poses, world, a, b, n)
@@ -661,6 +681,10 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
         if ov[0] < best:
             best = ov[0]
             best_n = n * ov[1]
+        if wp.dot(n * ov[1], hint) > kept_cos:
+            kept = ov[0]
+            kept_n = n * ov[1]
+            kept_cos = wp.dot(kept_n, hint)
     for i in range(num_axes(sb)):
         n = wp.quat_rotate(qb, axis_direction(sb, poses.size[world, b], i))
         ov = axis_overlap(va, vb, poses, world, a, b, n)
@@ -669,6 +693,10 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
         if ov[0] < best:
             best = ov[0]
             best_n = n * ov[1]
+        if wp.dot(n * ov[1], hint) > kept_cos:
+            kept = ov[0]
+            kept_n = n * ov[1]
+            kept_cos = wp.dot(kept_n, hint)
     best_face = best
     for i in range(num_axes(sa)):
         ea = wp.quat_rotate(qa, edge_direction(sa, poses.size[world, a], i))
@@ -687,6 +715,9 @@ def collide_polyhedra(c: Contacts, poses: Poses, world: int, a: int, b: int, mar
                     best_n = n * ov[1]
                     best_ea = i
                     best_eb = j
+    if kept < best + KEEP_AXIS:
+        best_n = kept_n
+        best_ea = -1
     n = best_n
     if best_ea < 0:
         first = row
@@ -736,12 +767,13 @@ def boxes_apart(poses: Poses, world: int, i: int, j: int) -> float:
 
 
 @wp.func
-def collide(c: Contacts, poses: Poses, world: int, i: int, j: int, margin: float, row: int) -> int:
+def collide(c: Contacts, poses: Poses, world: int, i: int, j: int, margin: float, row: int, hint: wp.vec3) -> int:
     """Writes the contacts of bodies ``i`` and ``j`` (any order; body A is the lower ``ShapeType``) from ``row`` on
     and returns the row after them (see ``emit``). Two solids whose world-axis boxes lie more than ``margin`` apart
     make none: most candidate pairs of a step are that far apart in a substep, and the test costs a fraction of a
     polyhedron pair's separating-axis tests (which could otherwise leave a speculative contact whose depth
-    understates the gap: their best axis is not always the one that parts the solids most)."""
+    understates the gap: their best axis is not always the one that parts the solids most). ``hint``: the normal
+    the pair's contacts had in the substep before, or zeros (``collide_polyhedra``)."""
     si = poses.shape[world, i]
     sj = poses.shape[world, j]
     a = wp.where(si <= sj, i, j)
@@ -763,7 +795,7 @@ def collide(c: Contacts, poses: Poses, world: int, i: int, j: int, margin: float
     if is_round(sa):
         return collide_round_polyhedron(c, poses, world, a, b, margin, row)
     if is_polyhedron(sa):
-        return collide_polyhedra(c, poses, world, a, b, margin, row)
+        return collide_polyhedra(c, poses, world, a, b, margin, row, hint)
     return row
 
 

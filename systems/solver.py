@@ -9,7 +9,9 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    below keeps them apart along normals found before they moved and no body passes a thin wall
    within a substep or is pushed out on its far side. A body that another may push along takes
    the pusher's reach less the gap between them (``pass_on_reach``, through chains of bodies):
-   a box at rest short of a wall, struck by a faster one, gets a row with the wall. With sleeping bodies (``sleep_substeps``), a pair of
+   a box at rest short of a wall, struck by a faster one, gets a row with the wall. Two polyhedra keep the face axis
+   their contacts had in the substep before (``pair_hint``, ``collision.KEEP_AXIS``), so the axis along which they
+   met stays their normal. With sleeping bodies (``sleep_substeps``), a pair of
    bodies held still since the substep before (asleep through it, or static and not moved) copies the rows it
    made then instead (``kept_rows``, ``PhysicsConfig.keep_resting_contacts``): the rows the collision would make;
 2. integrate: dynamic bodies get gravity (``gravity`` along world z), external force and torque,
@@ -113,8 +115,8 @@ import warp as wp
 
 import ecs
 
-from .collision import Contacts, Poses, boxes_gap, collide, fill_vertices, on_cpu, shape_extent
-from .geometry import PLANE, is_round
+from .collision import Contacts, Poses, boxes_apart, boxes_gap, collide, fill_vertices, on_cpu, shape_extent
+from .geometry import PLANE, is_polyhedron, is_round
 from .grab import GrabJoints
 from .rigid_body import (
     KINEMATIC,
@@ -480,6 +482,14 @@ class ContactLastFriction:
     value: wp.vec3
 
 
+@ecs.component(upgrade=ecs.zeros_if_missing)
+class ContactLastNormal:
+    """Solver scratch: the contact's unit normal from body A into body B in the substep before, for the narrowphase
+    to keep the axis along which the pair met (``normal_before``); zeros where none is recorded."""
+
+    value: wp.vec3
+
+
 @ecs.component
 class ContactLevel:
     """Solver scratch, by order position like ``ContactOrder``: at the first manifold of a level (``find_levels``),
@@ -535,6 +545,7 @@ CONTACT_SCRATCH_COMPONENTS = (
     ContactLastOffsetB,
     ContactLastImpulse,
     ContactLastFriction,
+    ContactLastNormal,
     ContactLevel,
     ContactKey,
     ContactMoveA,
@@ -2263,6 +2274,7 @@ SolverContacts = ecs.bundle(
         ("contact_last_offset_b", wp.vec3),
         ("contact_last_impulse", wp.float32),
         ("contact_last_friction", wp.vec3),
+        ("contact_last_normal", wp.vec3),
         ("contact_level", wp.int32),
         ("contact_key", wp.float32),
         ("contact_move_a", wp.vec3),
@@ -2283,6 +2295,7 @@ class LastContacts:
     offset_b: wp.array2d[wp.vec3]
     impulse: wp.array2d[wp.float32]
     friction: wp.array2d[wp.vec3]
+    normal: wp.array2d[wp.vec3]
 
 
 @wp.func
@@ -2301,6 +2314,7 @@ def keep_contact(
     last.offset_b[world, k] = c.offset_b[world, k]
     last.impulse[world, k] = impulse[world, k]
     last.friction[world, k] = friction[world, k]
+    last.normal[world, k] = c.normal[world, k]
 
 
 @wp.func
@@ -2837,11 +2851,55 @@ def pass_on_reach(
 
 
 @wp.func
+def normal_before(
+    before: LastContacts, kept: SolverPairsBefore, world: int, k: int, a: int, b: int, last_count: int
+) -> wp.vec3:
+    """The normal of the first contact that pair ``k`` (bodies ``a``, ``b``) made in the substep before, from the
+    lower ``ShapeType`` into the other as ``collide`` orders them, or zeros where it made none. Where row ``k`` of the
+    ``pair`` archetype held this pair then (``PairBefore``), its rows start where that records; else (the broadphase
+    listed the pairs anew in this step's first substep) they are looked up."""
+    before_k = kept.pair_before[world, k]
+    if before_k[0] == a and before_k[1] == b:
+        start = before_k[2]
+        if before_k[3] > 0 and start < last_count:
+            return before.normal[world, start]
+        return wp.vec3(0.0, 0.0, 0.0)
+    for r in range(last_count):
+        ra = before.body_a[world, r]
+        rb = before.body_b[world, r]
+        if (ra == a and rb == b) or (ra == b and rb == a):
+            return before.normal[world, r]
+    return wp.vec3(0.0, 0.0, 0.0)
+
+
+@wp.func
+def pair_hint(
+    before: LastContacts,
+    kept: SolverPairsBefore,
+    poses: Poses,
+    world: int,
+    k: int,
+    a: int,
+    b: int,
+    margin: float,
+    last_count: int,
+) -> wp.vec3:
+    """The axis ``collide`` should keep for pair ``k`` (``normal_before``), looked up only for two polyhedra that may
+    touch (the only pairs that choose an axis)."""
+    if is_polyhedron(poses.shape[world, a]) and is_polyhedron(poses.shape[world, b]):  # noqa: SIM102
+        # (Warp evaluates every operand of `and`: the boxes' test only for two polyhedra.)
+        if boxes_apart(poses, world, a, b) <= margin:
+            return normal_before(before, kept, world, k, a, b, last_count)
+    return wp.vec3(0.0, 0.0, 0.0)
+
+
+@wp.func
 def narrowphase(
     c: Contacts,
     poses: Poses,
     pairs: SolverPairs,
     kept: SolverPairsBefore,
+    before: LastContacts,
     bodies: Bodies,
     sleep_count: wp.array2d[wp.int32],
     reach: wp.array2d[wp.float32],
@@ -2870,7 +2928,8 @@ def narrowphase(
                 copy_row(c, world, start + i, first + i)
             row = first + n
         else:
-            row = collide(c, poses, world, a, b, margin, first)
+            hint = pair_hint(before, kept, poses, world, k, a, b, margin, last_count)
+            row = collide(c, poses, world, a, b, margin, first, hint)
         kept.pair_before[world, k] = wp.vec4i(a, b, first, row - first)
     return wp.min(row, c.end)
 
@@ -2881,6 +2940,7 @@ def narrowphase_lanes(
     poses: Poses,
     pairs: SolverPairs,
     kept: SolverPairsBefore,
+    before: LastContacts,
     bodies: Bodies,
     sleep_count: wp.array2d[wp.int32],
     contacts: SolverContacts,
@@ -2938,7 +2998,8 @@ def narrowphase_lanes(
                     stage.depth[world, dst] = c.depth[world, start + i]
                 contacts.contact_order[world, lane] = n
             else:
-                row = collide(stage, poses, world, a, b, margin, lane * span)
+                hint = pair_hint(before, kept, poses, world, k, a, b, margin, last_count)
+                row = collide(stage, poses, world, a, b, margin, lane * span, hint)
                 contacts.contact_order[world, lane] = row - lane * span
         block_sync(lanes)
         offset = wp.int32(base)
@@ -3122,6 +3183,7 @@ def _step_kernel(
         before.offset_b = contact_out.contact_last_offset_b
         before.impulse = contact_out.contact_last_impulse
         before.friction = contact_out.contact_last_friction
+        before.normal = contact_out.contact_last_normal
         impulse = contact_out.contact_impulse
         friction = contact_out.contact_friction
         order = contact_out.contact_order
@@ -3264,6 +3326,7 @@ def _step_kernel(
                         poses,
                         pair_in,
                         pair_out,
+                        before,
                         bodies,
                         body_out.sleep_count,
                         contact_out,
@@ -3282,6 +3345,7 @@ def _step_kernel(
                         poses,
                         pair_in,
                         pair_out,
+                        before,
                         bodies,
                         body_out.sleep_count,
                         body_out.substep_reach,

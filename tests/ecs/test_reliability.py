@@ -163,13 +163,24 @@ def test_a_state_saved_before_a_config_field_existed_loads_where_the_field_is_at
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 KEPT_ROWS_RECORDS = ["table/pair/pair_before", "table/pair/pair_margin_before", "singleton/solver_counts"]
+LAST_NORMAL = "table/contact/contact_last_normal"
 # Hide-and-seek states saved by earlier commits, 2 worlds, seed 4, max_episode_steps 12, after 5 steps of random
 # actions (``_drive_any`` below, seed 1), stored compressed; each with the arrays it lacks or holds at another shape,
 # and the config fields its save needs beyond the defaults. 7547d2f: before kept contact rows (no pair records, a
 # 2-wide ``solver_counts``) and before the solver kept each body's shape. 856f1fd: before sleeping too, and before
-# the last pass's ranks and the narrowphase's vertex table; saved with the solver unstaged, then the default.
+# the last pass's ranks and the narrowphase's vertex table; saved with the solver unstaged, then the default. Both
+# lack the contact normals of the substep before (``ContactLastNormal``).
 OLD_HIDE_AND_SEEK = {
-    "7547d2f": (["table/body/broadphase_reach", "table/body/body_before", *KEPT_ROWS_RECORDS], {}),
+    "7547d2f": (
+        [
+            "table/body/broadphase_reach",
+            "table/body/body_before",
+            *KEPT_ROWS_RECORDS[:2],
+            LAST_NORMAL,
+            KEPT_ROWS_RECORDS[2],
+        ],
+        {},
+    ),
     "856f1fd": (
         [
             "table/body/broadphase_reach",
@@ -178,7 +189,9 @@ OLD_HIDE_AND_SEEK = {
             "table/body/split_rank",
             "table/body/body_vertices",
             "table/body/motion_lock",
-            *KEPT_ROWS_RECORDS,
+            *KEPT_ROWS_RECORDS[:2],
+            LAST_NORMAL,
+            KEPT_ROWS_RECORDS[2],
         ],
         {"solver_staged": False},
     ),

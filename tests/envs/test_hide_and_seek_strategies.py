@@ -237,6 +237,42 @@ def test_a_hider_pulls_a_ramp_through_a_door_into_its_room(quarter, offset):
     assert inside[0] > 0.5 and abs(inside[1] - off_axis) < 0.05, inside
 
 
+@pytest.mark.parametrize("yaw", [0.0, 0.3])
+@pytest.mark.parametrize(("quarter", "offset"), TURNS)
+def test_a_held_ramp_shoved_slope_first_into_a_wall_stays_out_of_it_and_on_the_floor(quarter, offset, yaw):
+    """A hider grabs a ramp by its high end and drives at full force towards a wall 7 cm beyond the ramp's low
+    edge, the ramp square to it or turned 17 degrees: the ramp stops against the wall with every contact within 5 mm
+    and stays on the floor. Its sharp low edge pressed past the wall's face made the slope's normal the axis of least
+    overlap, which points down into the floor: the ramp stayed 6-14 mm inside the wall and 4-8 mm inside the floor,
+    held there by the hider's push (``collision.KEEP_AXIS``)."""
+    scene = Scene(quarter, offset)
+    sim = build(
+        fixed_walls=(scene.wall(-1.45, -3.0, -1.45, 3.0),),
+        fixed_ramps=(scene.placed(-1.0, 0.0, yaw),),
+        fixed_agents=(scene.agent(0, -0.5, 0.0, math.pi), scene.agent(1, -2.5, -2.5, 0.0)),
+    )
+    ramp, wall = rows(sim, Kind.RAMP)[0], rows(sim, Kind.WALL)[0]
+    sim.step()
+    height = positions(sim)[ramp, 2]
+    sim.actions["grab"][0, HIDER] = 1
+    sim.step()
+    assert int(sim.tensor("agent", "holding")[0, HIDER]) == 1
+    scene.drive(sim, HIDER, forward=-1)  # the hider faces -x: towards the wall
+    deepest = {"wall": 0.0, "floor": 0.0}
+    for _ in range(40):
+        sim.step()
+        alive = sim.tensor("contact", "alive").numpy()[0].astype(bool)
+        a, b = (sim.tensor("contact", f"contact_body_{s}").numpy()[0] for s in "ab")
+        depth = np.where(alive, sim.tensor("contact", "contact_depth").numpy()[0], 0.0)
+        for key, other in (("wall", wall), ("floor", 0)):
+            mine = ((a == other) & (b == ramp)) | ((a == ramp) & (b == other))
+            deepest[key] = max(deepest[key], float(depth[mine].max(initial=0.0)))
+    assert max(deepest.values()) < 0.005, f"deepest contacts of the ramp [m]: {deepest}"
+    end = positions(sim)[ramp]
+    assert abs(end[2] - height) < 0.002, "the ramp left the floor or sank into it"
+    assert scene.local(end)[0] < -1.0, "the ramp did not reach the wall"
+
+
 def surf(scene: Scene, grab: bool) -> tuple[np.ndarray, float]:
     """A seeker climbs a ramp the hiders locked onto a free cube, grabs it (or not) and drives
     sideways; returns the cube's motion in the scene's frame and the seeker's final height."""

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-from systems.geometry import ShapeType
+from systems.geometry import ShapeType, wedge_vertices_np
 from systems.physics import BodySpec, PhysicsConfig
 from systems.rigid_body import Response
 
@@ -184,6 +185,75 @@ def test_body_pressed_into_a_wall_stays_out(half):
 
 def _yaw(angle: float) -> tuple[float, float, float, float]:
     return (0.0, 0.0, float(np.sin(angle / 2)), float(np.cos(angle / 2)))
+
+
+RAMP_INTO_WALL = [  # force [N] (the ramp weighs 50 N), yaw [rad], start gap to the wall [m], speed towards it [m/s]
+    (f, yaw, gap, speed)
+    for f in (90.0, 300.0, 1000.0)
+    for yaw in (0.0, 0.15, 0.5)
+    for gap, speed in ((0.0, 0.0), (0.05, 3.0))
+]
+
+
+@pytest.mark.parametrize("ramp_first", [False, True], ids=["wall_listed_first", "ramp_listed_first"])
+def test_a_ramp_driven_slope_first_into_a_wall_stays_out_of_it_and_the_floor(ramp_first):
+    """A 45-degree ramp that turns about z only (hide-and-seek's) is pushed, slope towards a static wall, by 1.8 to
+    20 times its weight at its centre of mass (hide-and-seek's step and gravity), from resting against the wall or
+    sliding into it at 3 m/s from 5 cm, turned 0 to 29 degrees: it comes to rest against the wall, its sharp low edge
+    at the wall's face. Its slope's normal overlaps them least once that edge is past the face, and it points down
+    into the floor: taken as the contact normal, the push held the ramp up to 58 mm inside the wall and 94 mm inside
+    the floor (7 mm at 90 N); the pair keeps the wall's face axis along which they met (``collision.KEEP_AXIS``)."""
+    half = 0.25
+    face = -0.43  # the wall's face towards the ramp
+    low = wedge_vertices_np((half,) * 3)
+
+    def bodies(world: int) -> list[BodySpec]:
+        _, yaw, gap, speed = RAMP_INTO_WALL[world]
+        wall = BodySpec(
+            ShapeType.BOX, size=(0.05, 1.0, 0.25), position=(face - 0.05, 0, 0.25), response=Response.STATIC
+        )
+        # The ramp's low edge (its least x once turned by yaw) starts ``gap`` from the wall's face.
+        reach = (low[:, 0] * np.cos(yaw) - low[:, 1] * np.sin(yaw)).min()
+        ramp = BodySpec(
+            ShapeType.WEDGE,
+            size=(half,) * 3,
+            position=(face - reach + gap, 0.0, 2 * half / 3),
+            rotation=_yaw(yaw),
+            friction=0.01,
+            linear_velocity=(-speed, 0.0, 0.0),
+        )
+        return [scene.floor(0.2), *((ramp, wall) if ramp_first else (wall, ramp))]
+
+    cfg = PhysicsConfig(physics_dt=0.075, physics_substeps=8, gravity=-50.0, max_bodies=4)
+    sim = scene.build(bodies, cfg, num_worlds=len(RAMP_INTO_WALL))
+    ramp, wall = (1, 2) if ramp_first else (2, 1)
+    inv_inertia = sim.tensor("body", "inv_inertia")
+    for w in range(len(RAMP_INTO_WALL)):  # turning about z only, as hide-and-seek's boxes and ramps do
+        izz = torch.linalg.inv(inv_inertia[w, ramp].double())[2, 2]
+        inv_inertia[w, ramp] = torch.diag(inv_inertia.new_tensor((0.0, 0.0, float(1.0 / izz))))
+    force = sim.tensor("body", "force")
+    for w, (f, *_) in enumerate(RAMP_INTO_WALL):
+        force[w, ramp] = force.new_tensor((-f, 0.0, 0.0))
+    deepest = {"wall": np.zeros(len(RAMP_INTO_WALL)), "floor": np.zeros(len(RAMP_INTO_WALL))}
+    for _ in range(40):
+        sim.step()
+        alive = scene.column(sim, "alive", "contact").astype(bool)
+        a, b = (scene.column(sim, f"contact_body_{s}", "contact") for s in "ab")
+        depth = np.where(alive, scene.column(sim, "contact_depth", "contact"), 0.0)
+        for other, key in ((wall, "wall"), (0, "floor")):
+            mine = ((a == other) & (b == ramp)) | ((a == ramp) & (b == other))
+            deepest[key] = np.maximum(deepest[key], np.where(mine, depth, 0.0).max(axis=1))
+    # The ramp rests against the wall, upright on the floor.
+    x = scene.column(sim, "position")[:, ramp]
+    q = scene.column(sim, "rotation")[:, ramp]
+    toe = [x[w, 0] + (low @ scene.quat_matrix(q[w]).T)[:, 0].min() for w in range(len(RAMP_INTO_WALL))]
+    bad = {
+        key: [(RAMP_INTO_WALL[w], round(float(d[w]) * 1e3, 1)) for w in np.nonzero(d > 0.005)[0]]
+        for key, d in deepest.items()
+    }
+    assert not bad["wall"] and not bad["floor"], f"(force, yaw, gap, speed) -> deepest contact [mm]: {bad}"
+    np.testing.assert_allclose(toe, face, atol=0.005, err_msg="the ramp's low edge against the wall's face [m]")
+    np.testing.assert_allclose(x[:, 2], 2 * half / 3, atol=0.002, err_msg="the ramp's height on the floor [m]")
 
 
 OBLIQUE = [  # shape, size, approach angle from the wall's normal [rad], spin about z [rad/s], yaw [rad]
