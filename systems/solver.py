@@ -9,9 +9,10 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    below keeps them apart along normals found before they moved and no body passes a thin wall
    within a substep or is pushed out on its far side. A body that another may push along takes
    the pusher's reach less the gap between them (``pass_on_reach``, through chains of bodies):
-   a box at rest short of a wall, struck by a faster one, gets a row with the wall. Two polyhedra keep the face axis
-   their contacts had in the substep before (``pair_hint``, ``collision.KEEP_AXIS``), so the axis along which they
-   met stays their normal. With sleeping bodies (``sleep_substeps``), a pair of
+   a box at rest short of a wall, struck by a faster one, gets a row with the wall. A polyhedron and a static or
+   kinematic one keep the face axis their contacts had in the substep before (``pair_hint``,
+   ``collision.KEEP_AXIS``), so the axis along which they met stays their normal. With sleeping bodies
+   (``sleep_substeps``), a pair of
    bodies held still since the substep before (asleep through it, or static and not moved) copies the rows it
    made then instead (``kept_rows``, ``PhysicsConfig.keep_resting_contacts``): the rows the collision would make;
 2. integrate: dynamic bodies get gravity (``gravity`` along world z), external force and torque,
@@ -2873,9 +2874,19 @@ def normal_before(
 
 
 @wp.func
+def immovable_shape(bodies: Bodies, world: int, i: int) -> bool:
+    """Whether body ``i`` is static or kinematic: no contact moves it."""
+    response = bodies.response[world, i]
+    if response == STATIC:
+        return True
+    return response == KINEMATIC
+
+
+@wp.func
 def pair_hint(
     before: LastContacts,
     kept: SolverPairsBefore,
+    bodies: Bodies,
     poses: Poses,
     world: int,
     k: int,
@@ -2884,12 +2895,16 @@ def pair_hint(
     margin: float,
     last_count: int,
 ) -> wp.vec3:
-    """The axis ``collide`` should keep for pair ``k`` (``normal_before``), looked up only for two polyhedra that may
-    touch (the only pairs that choose an axis)."""
+    """The axis ``collide`` should keep for pair ``k`` (``normal_before``): for two polyhedra that may touch (the only
+    pairs that choose an axis), one of them static or kinematic, which no push moves off the axis along which they
+    met (a ramp shoved slope first into a wall). Between two bodies that move, the least overlap decides as before: a
+    cube pushed onto a ramp's low edge rides up the slope rather than digging into the edge, and two planks turning
+    against each other are pushed apart across the nearer face."""
     if is_polyhedron(poses.shape[world, a]) and is_polyhedron(poses.shape[world, b]):  # noqa: SIM102
         # (Warp evaluates every operand of `and`: the boxes' test only for two polyhedra.)
-        if boxes_apart(poses, world, a, b) <= margin:
-            return normal_before(before, kept, world, k, a, b, last_count)
+        if immovable_shape(bodies, world, a) or immovable_shape(bodies, world, b):  # noqa: SIM102
+            if boxes_apart(poses, world, a, b) <= margin:
+                return normal_before(before, kept, world, k, a, b, last_count)
     return wp.vec3(0.0, 0.0, 0.0)
 
 
@@ -2928,7 +2943,7 @@ def narrowphase(
                 copy_row(c, world, start + i, first + i)
             row = first + n
         else:
-            hint = pair_hint(before, kept, poses, world, k, a, b, margin, last_count)
+            hint = pair_hint(before, kept, bodies, poses, world, k, a, b, margin, last_count)
             row = collide(c, poses, world, a, b, margin, first, hint)
         kept.pair_before[world, k] = wp.vec4i(a, b, first, row - first)
     return wp.min(row, c.end)
@@ -2998,7 +3013,7 @@ def narrowphase_lanes(
                     stage.depth[world, dst] = c.depth[world, start + i]
                 contacts.contact_order[world, lane] = n
             else:
-                hint = pair_hint(before, kept, poses, world, k, a, b, margin, last_count)
+                hint = pair_hint(before, kept, bodies, poses, world, k, a, b, margin, last_count)
                 row = collide(stage, poses, world, a, b, margin, lane * span, hint)
                 contacts.contact_order[world, lane] = row - lane * span
         block_sync(lanes)
