@@ -17,8 +17,9 @@ Narrowphase (``collide``, run by the solver at every substep on the candidate pa
 always describe the current poses): closest points of segments for sphere and capsule pairs,
 sphere / capsule against a polyhedron through the polyhedron's closest point (a capsule also
 gets the point its segment is nearest to, found by alternating projections), polyhedron
-against polyhedron by the separating-axis test over face normals and edge cross products, keeping
-the face axis along which the pair met while it stays within ``KEEP_AXIS`` of the least overlap
+against polyhedron by the separating-axis test over face normals and edge cross products (against
+a static or kinematic polyhedron keeping the face axis along which the pair met while it stays
+within ``KEEP_AXIS`` of the least overlap)
 (contacts: each vertex of one solid inside the other, or the closest points of the two
 supporting edges when an edge-edge axis separates least; points closer than ``SAME_POINT``
 across the normal, such as a vertex of each of two aligned boxes, are kept once), and any shape

@@ -195,12 +195,13 @@ RAMP_INTO_WALL = [  # force [N] (the ramp weighs 50 N), yaw [rad], start gap to 
 ]
 
 
+@pytest.mark.parametrize("response", [Response.STATIC, Response.KINEMATIC], ids=["static", "kinematic"])
 @pytest.mark.parametrize("ramp_first", [False, True], ids=["wall_listed_first", "ramp_listed_first"])
-def test_a_ramp_driven_slope_first_into_a_wall_stays_out_of_it_and_the_floor(ramp_first):
-    """A 45-degree ramp that turns about z only (hide-and-seek's) is pushed, slope towards a static wall, by 1.8 to
-    20 times its weight at its centre of mass (hide-and-seek's step and gravity), from resting against the wall or
-    sliding into it at 3 m/s from 5 cm, turned 0 to 29 degrees: it comes to rest against the wall, its sharp low edge
-    at the wall's face. Its slope's normal overlaps them least once that edge is past the face, and it points down
+def test_a_ramp_driven_slope_first_into_a_wall_stays_out_of_it_and_the_floor(ramp_first, response):
+    """A 45-degree ramp that turns about z only (hide-and-seek's) is pushed, slope towards a wall (static, or
+    kinematic and at rest), by 1.8 to 20 times its weight at its centre of mass (hide-and-seek's step and gravity),
+    from resting against the wall or sliding into it at 3 m/s from 5 cm, turned 0 to 29 degrees: it comes to rest
+    against the wall, its sharp low edge at the wall's face. Its slope's normal overlaps them least once that edge is past the face, and it points down
     into the floor: taken as the contact normal, the push held the ramp up to 58 mm inside the wall and 94 mm inside
     the floor (7 mm at 90 N); the pair keeps the wall's face axis along which they met (``collision.KEEP_AXIS``)."""
     half = 0.25
@@ -209,9 +210,7 @@ def test_a_ramp_driven_slope_first_into_a_wall_stays_out_of_it_and_the_floor(ram
 
     def bodies(world: int) -> list[BodySpec]:
         _, yaw, gap, speed = RAMP_INTO_WALL[world]
-        wall = BodySpec(
-            ShapeType.BOX, size=(0.05, 1.0, 0.25), position=(face - 0.05, 0, 0.25), response=Response.STATIC
-        )
+        wall = BodySpec(ShapeType.BOX, size=(0.05, 1.0, 0.25), position=(face - 0.05, 0, 0.25), response=response)
         # The ramp's low edge (its least x once turned by yaw) starts ``gap`` from the wall's face.
         reach = (low[:, 0] * np.cos(yaw) - low[:, 1] * np.sin(yaw)).min()
         ramp = BodySpec(
