@@ -28,6 +28,7 @@ stages not yet in ``DIR/report.json``. A kernel cache in the checkout's ``.wpcac
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -689,10 +690,39 @@ def _run(cmd: list[str], timeout: float) -> dict:
     return {"cmd": " ".join(cmd), "rc": rc, "seconds": time.perf_counter() - t0, "tail": tail}
 
 
+# Seconds between the stack reports of a running stage (``_report_stack``).
+STACK_EVERY_S = 45.0
+
+
+def _report_stack(every_s: float) -> threading.Event:
+    """Writes the main thread's stack to stderr (the stage's log) every ``every_s`` seconds from a daemon thread, so
+    a stage that runs long shows where. The thread takes the GIL to read the frames: ``faulthandler``'s timer reads
+    them from a thread of its own without it, and a stage that was compiling kernels (frames coming and going in
+    ``inspect``) died of SIGSEGV in the middle of such a dump (exit -11, the solver stage on CPU). Returns the event
+    that stops the reports."""
+    import traceback
+
+    main = threading.main_thread().ident
+    stop = threading.Event()
+
+    def report() -> None:
+        start = time.perf_counter()
+        while not stop.wait(every_s):
+            frame = sys._current_frames().get(main)
+            if frame is None:
+                return
+            stack = "".join(traceback.format_stack(frame))
+            sys.stderr.write(f"[still running after {time.perf_counter() - start:.0f} s] main thread:\n{stack}")
+            sys.stderr.flush()
+
+    threading.Thread(target=report, name="stack-report", daemon=True).start()
+    return stop
+
+
 def _run_group(cmd: list[str], log, timeout: float, env: dict | None = None, group: bool = True) -> int | None:
-    """Runs ``cmd`` with output to ``log``; on timeout kills it and returns None. With ``group`` it runs
-    in its own process group and the whole group is killed (a stage and the benchmarks it started, so
-    none keeps the GPU busy)."""
+    """Runs ``cmd`` with output to ``log``; on timeout asks it for its threads' stacks (SIGUSR1, which a stage
+    answers with ``faulthandler``), kills it and returns None. With ``group`` it runs in its own process group and
+    the whole group is killed (a stage and the benchmarks it started, so none keeps the GPU busy)."""
     import signal
 
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=group)
@@ -700,7 +730,11 @@ def _run_group(cmd: list[str], log, timeout: float, env: dict | None = None, gro
         return p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         if group:
-            os.killpg(p.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                os.kill(p.pid, signal.SIGUSR1)  # the stage itself, not the benchmarks it started
+                p.wait(timeout=2.0)
+            with contextlib.suppress(ProcessLookupError):  # the whole group has ended meanwhile
+                os.killpg(p.pid, signal.SIGKILL)
         else:
             p.kill()
         p.wait()
@@ -1209,8 +1243,12 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     if args.stage:  # child process: one stage, result to OUT/stage_<name>.json
         import faulthandler
+        import signal
 
-        faulthandler.dump_traceback_later(45, repeat=True)  # where a slow or hung stage spends its time, in its log
+        _report_stack(STACK_EVERY_S)  # where a slow stage spends its time, in its log
+        # A stage stuck in native code (with the GIL held, so that thread cannot report) dumps every thread's stack
+        # when the parent signals it at the time limit, before the kill (_run_group).
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         _partial(args, globals()[f"stage_{args.stage}"](args))
         return 0
     wanted = [s.strip() for s in args.stages.split(",") if s.strip()]

@@ -266,3 +266,36 @@ def test_the_soak_stage_fails_a_run_past_its_limits(tmp_path, monkeypatch):
     [run] = result["runs"]
     assert run["passed"] is False and run["problem"] is None and run["world_steps"] == 320
     assert result["max_depth"] == -1.0 and run["max_body_speed"] > 0.0
+
+
+def test_a_stage_past_its_limit_leaves_its_stacks_in_its_log(tmp_path):
+    """At a stage's time limit the parent asks it for its threads' stacks (SIGUSR1, answered by ``faulthandler``)
+    before it kills it, so a stage stuck in native code still shows where; the report marks it timed out."""
+    out = tmp_path / "report"
+    p = gpu_report("--out", str(out), "--device", "cpu", "--quick", "--stages", "solver", "--limit", "solver=6")
+    assert p.returncode == 0, p.stderr
+    entry = json.loads((out / "report.json").read_text())["stages"]["solver"]
+    assert entry["status"] == "timed out", entry
+    assert "most recent call first" in (out / "logs" / "solver.log").read_text()
+    assert "most recent call first" in entry["error"]
+
+
+def test_a_running_stage_reports_its_stack_with_the_gil_held(capsys):
+    """The reports of where a long stage is (``_report_stack``) come from a thread that reads the main thread's
+    frames under the GIL: ``faulthandler``'s timer read them without it, and a stage died of SIGSEGV mid-dump."""
+    import time
+
+    from ecs.gpu_report import _report_stack
+
+    def busy_here() -> None:
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.5:  # Python frames coming and going, as while compiling kernels
+            sum(range(100))
+
+    stop = _report_stack(0.1)
+    try:
+        busy_here()
+    finally:
+        stop.set()
+    err = capsys.readouterr().err
+    assert err.count("] main thread:") >= 2 and "in busy_here" in err
