@@ -155,6 +155,30 @@ def test_hiders_lock_a_box_across_a_doorway_and_the_seeker_cannot_pass(quarter, 
     assert seeker_x[1] < 0.35 - 0.075, "the seeker got past a locked box"
 
 
+def carry_and_climb(sim: ecs.BatchSim, scene: Scene, ramp: int, *, held: bool, each_step=lambda: None) -> np.ndarray:
+    """The seeker grabs the ramp it faces (``held``: whether it then holds it), carries it forward for 30 steps at
+    40 % force, lets go, backs off for 4 steps and drives at full force for 40; returns where the carry left the
+    ramp. ``each_step`` runs after every step."""
+    sim.actions["grab"][0, SEEKER] = 1
+    sim.step()
+    assert int(sim.tensor("agent", "holding")[0, SEEKER]) == int(held)
+    scene.drive(sim, SEEKER, forward=1, bins=2)  # carry it: 40 % of full force
+    for _ in range(30):
+        sim.step()
+        each_step()
+    ramp_at = positions(sim)[ramp]
+    sim.actions["grab"][0, SEEKER] = 0
+    scene.drive(sim, SEEKER, forward=-1, bins=2)
+    for _ in range(4):
+        sim.step()
+        each_step()
+    scene.drive(sim, SEEKER, forward=1)
+    for _ in range(40):
+        sim.step()
+        each_step()
+    return ramp_at
+
+
 @pytest.mark.parametrize(("quarter", "offset"), TURNS)
 def test_a_seeker_carries_a_ramp_to_a_wall_and_crosses_unless_the_hiders_locked_it(quarter, offset):
     """Ramp use and ramp defence: a seeker grabs a ramp lying 1.6 m from a 0.5 m wall by its low end, pushes it
@@ -175,20 +199,7 @@ def test_a_seeker_carries_a_ramp_to_a_wall_and_crosses_unless_the_hiders_locked_
         sim.step()
         assert int(sim.tensor("agent", "reach_target")[0, SEEKER]) == ramp
         start = positions(sim)[ramp]
-        sim.actions["grab"][0, SEEKER] = 1
-        sim.step()
-        assert int(sim.tensor("agent", "holding")[0, SEEKER]) == int(not locked)
-        scene.drive(sim, SEEKER, forward=1, bins=2)  # carry it: 40 % of full force
-        for _ in range(30):
-            sim.step()
-        ramp_at = positions(sim)[ramp]
-        sim.actions["grab"][0, SEEKER] = 0
-        scene.drive(sim, SEEKER, forward=-1, bins=2)
-        for _ in range(4):
-            sim.step()
-        scene.drive(sim, SEEKER, forward=1)
-        for _ in range(40):
-            sim.step()
+        ramp_at = carry_and_climb(sim, scene, ramp, held=not locked)
         crossed[locked] = scene.local(positions(sim)[seeker])[0]
         if locked:
             np.testing.assert_allclose(positions(sim)[ramp], start, atol=1e-4, err_msg="a locked ramp moved")
@@ -198,6 +209,63 @@ def test_a_seeker_carries_a_ramp_to_a_wall_and_crosses_unless_the_hiders_locked_
             assert abs(scene.local(ramp_at)[1]) < 0.05 and abs(ramp_at[2] - start[2]) < 0.01, ramp_at
     assert crossed[False] > 0.5, "the seeker did not get over the wall with the ramp it carried there"
     assert crossed[True] < 0.0, "the seeker got over the wall though the ramp was locked 1.6 m from it"
+
+
+def ramp_contact(sim: ecs.BatchSim, ramp: int, others: np.ndarray) -> float:
+    """The deepest contact between the ramp and any of ``others`` in the last step's table [m]."""
+    alive = sim.tensor("contact", "alive").numpy()[0].astype(bool)
+    a, b = (sim.tensor("contact", f"contact_body_{s}").numpy()[0] for s in "ab")
+    depth = np.where(alive, sim.tensor("contact", "contact_depth").numpy()[0], 0.0)
+    mine = (np.isin(a, others) & (b == ramp)) | ((a == ramp) & np.isin(b, others))
+    return float(depth[mine].max(initial=0.0))
+
+
+def over_locked_boxes(scene: Scene, use_ramp: bool) -> tuple[float, float, float]:
+    """Three cubes the hiders locked into a 1.5 m wall; a seeker drives at it, first carrying a ramp there (or
+    not). Returns where the seeker ends along the scene's x, its highest centre, and the ramp's deepest contact with
+    the boxes [m]; checks that no box moved."""
+    ramp_x = -1.6
+    sim = build(
+        fixed_boxes=tuple(scene.placed(0.2, y, 0.0) for y in (-0.5, 0.0, 0.5)),  # faces at x = -0.05 and 0.45
+        fixed_ramps=(scene.placed(ramp_x, 0.0, 0.0),) if use_ramp else (),
+        fixed_agents=(scene.agent(0, 2.0, 2.0, 0.0), scene.agent(1, ramp_x - 0.5, 0.0, 0.0)),
+    )
+    boxes, seeker = rows(sim, Kind.BOX), agent_row(sim, SEEKER)
+    sim.tensor("body", "locked_by")[0, boxes] = 1  # by the hiders
+    sim.step()
+    start = positions(sim)[boxes]
+    ramp = rows(sim, Kind.RAMP)[0] if use_ramp else -1
+    seen = {"deepest": 0.0, "top": 0.0}
+
+    def watch() -> None:
+        seen["top"] = max(seen["top"], float(positions(sim)[seeker, 2]))
+        seen["deepest"] = max(seen["deepest"], ramp_contact(sim, ramp, boxes))
+
+    if use_ramp:
+        assert int(sim.tensor("agent", "reach_target")[0, SEEKER]) == ramp
+        # Its high end (a third of its length from the centroid) against the boxes' faces.
+        ramp_at = scene.local(carry_and_climb(sim, scene, ramp, held=True, each_step=watch))
+        assert abs(ramp_at[0] - (-0.05 - 0.5 / 3)) < 0.03 and abs(ramp_at[1]) < 0.05, ramp_at
+    else:
+        scene.drive(sim, SEEKER, forward=1)
+        for _ in range(40):
+            sim.step()
+            watch()
+    np.testing.assert_allclose(positions(sim)[boxes], start, atol=1e-4, err_msg="a locked box moved")
+    return float(scene.local(positions(sim)[seeker])[0]), seen["top"], seen["deepest"]
+
+
+@pytest.mark.parametrize(("quarter", "offset"), TURNS)
+def test_a_seeker_ramps_over_a_wall_of_boxes_the_hiders_locked(quarter, offset):
+    """Ramp use against a shelter: the hiders locked three cubes into a 1.5 m wall; a seeker carries a ramp to it,
+    lets go, backs off and drives up it over the boxes. The boxes, dynamic bodies held by their lock (not static
+    walls), neither move nor let the ramp into them; without the ramp they hold the seeker."""
+    scene = Scene(quarter, offset)
+    crossed, _, _ = over_locked_boxes(scene, use_ramp=False)
+    assert crossed < 0.0, "the locked boxes let the seeker through without a ramp"
+    crossed, top, deepest = over_locked_boxes(scene, use_ramp=True)
+    assert deepest < 0.005, f"the ramp went {deepest * 1000:.1f} mm into a locked box"
+    assert crossed > 0.7 and top > 0.6, f"the seeker did not get over the boxes with the ramp: {crossed:.2f}, {top:.2f}"
 
 
 @pytest.mark.parametrize(("quarter", "offset"), TURNS)
