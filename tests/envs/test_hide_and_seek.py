@@ -493,3 +493,40 @@ def test_a_box_swung_into_a_doorway_stays_out_of_a_frozen_seeker(quarter, offset
     0.3 m: 1.6 cm; 4 contact passes 2.8 cm; 16 and 32 substeps 1.0 and 0.5 cm). Sweeps over the manifolds that pin
     a body from opposite sides after the last pass (``solver.PINNED_SWEEPS``): 0.7 cm."""
     assert doorway_jam_depth(quarter, offset) < 0.01
+
+
+def chain_depth(quarter: int, offset: tuple[float, float], ramp_yaw: float, lateral: float) -> float:
+    """A hider runs at full force (``move_force: 200``) from 1.8 m into the side of a ramp that stands 1 cm from an
+    upright elongated box, which stands against an inner wall; the scene turned by ``quarter`` quarter turns and
+    shifted by ``offset``. Returns the deepest contact of any pair after any of 12 steps [m]."""
+    from tests.envs.test_hide_and_seek_strategies import Scene
+
+    scene = Scene(quarter, offset)
+    reach = 0.25 * (abs(math.cos(ramp_yaw)) + abs(math.sin(ramp_yaw)))  # the ramp's half width along x
+    sim = build(
+        move_force=200.0,
+        fixed_walls=(scene.wall(0.0, -3.0, 0.0, 3.0),),
+        fixed_boxes=(scene.placed(-0.125, 0.45, math.pi / 2, 1.65, 0.15, 0.5),),  # its faces at x = -0.2 and -0.05
+        fixed_ramps=(scene.placed(-0.21 - reach, 0.0, ramp_yaw),),
+        fixed_agents=(scene.agent(0, -1.8, lateral, 0.0), scene.agent(1, 2.5, 2.5, 0.0)),
+    )
+    scene.drive(sim, HIDER, forward=1)
+    deepest = 0.0
+    for _ in range(12):
+        sim.step()
+        alive = sim.tensor("contact", "alive")[0].numpy().astype(bool)
+        deepest = max(deepest, float(sim.tensor("contact", "contact_depth")[0].numpy()[alive].max(initial=0.0)))
+    return deepest
+
+
+@pytest.mark.parametrize("lateral", [-0.15, 0.0, 0.1])
+@pytest.mark.parametrize("ramp_yaw", [80.0, 87.0, 95.0])
+@pytest.mark.parametrize(("quarter", "offset"), [(0, (0.0, 0.0)), (3, (0.02, 0.06))])
+def test_a_line_of_bodies_run_into_a_wall_ends_every_step_apart(quarter, offset, ramp_yaw, lateral):
+    """Found by the sticky soak with ``move_force: 200`` (84 mm, seed 0, step 51, world 63): an agent ran a plank it
+    held into a ramp that stood against a plank against a wall. The line's contacts lie at different heights (the
+    agent's at 0.15 m, the ramp's lower, the plank's on the wall at 0.25 m), and the last pass solves a level at a time
+    from the bottom up, so the ramp, pushed back by the plank once the agent had been pushed off it, ended substeps
+    inside the agent: 10-46 mm here. Chains of sideways contacts from a body that cannot move are swept once more
+    after the last pass, outwards from it (``solver.mark_chains``): within 2.1 mm."""
+    assert chain_depth(quarter, offset, math.radians(ramp_yaw), lateral) < 0.005
