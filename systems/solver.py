@@ -215,8 +215,6 @@ PINNED_SWEEPS = wp.constant(4)
 # into a ramp standing against a plank against a wall, and the ramp ended the step 84 mm inside that plank (34, 29 and
 # 7 mm with 3, 4 and 16 contact passes).
 CHAIN_NONE = wp.constant(1.0e9)  # a rank no chain reaches (``mark_chains``)
-HOLD_A = wp.constant(-2)  # ``level_manifold`` of a chain sweep: body A held still
-HOLD_B = wp.constant(-3)  # body B held still
 # m: manifolds within this height of a level's lowest belong to it: supports at one height, not a
 # body touching two things at different heights (a cube at a ramp's foot). At 0.1 mm, the faces of a row of boxes
 # pressed into a wall, each box sunk into the floor by a different fraction of a millimetre, fell into levels of one
@@ -1560,15 +1558,20 @@ def mark_chains(
     that cannot move (``inv_mass_of`` 0), along a line, across levels: pushing its body B away from A (along its
     normal), rank 0 where A cannot move, else one more than the least rank of another sideways manifold that pushes A
     back along the normal (within ``BACKED_COS``: A is backed that way); pushing A away from B, the same the other way.
-    The ranks go in ``splits.turn_a`` (B's, A's; free once the levels are done) by shortest paths (Bellman-Ford).
-    Returns the chain sweeps to run after the last pass: one more than the deepest rank where a chain holds two bodies
+    The ranks go in ``splits.turn_a`` (B's, A's; free once the levels are done) by shortest paths (Bellman-Ford), which
+    bodies move in ``splits.rank`` (free once ``mark_pinched`` is done). Returns the chain sweeps to run after the last pass: one more than the deepest rank where a chain holds two bodies
     that move or more, else 0. Each manifold's ``splits.move_a`` then reads (1 where ``mark_pinched`` found it pins a
     body and ``pinched`` is set, else 0; with chain sweeps, its least rank plus one, else 0; the body held still in its
     sweep, 1 for A, 2 for B). One thread."""
+    for m in range(manifolds):  # which bodies move, in ``splits.rank`` (free once ``mark_pinched`` is done)
+        k = order[world, m]
+        for side in range(2):
+            body = wp.where(side == 0, c.body_a[world, k], c.body_b[world, k])
+            splits.rank[world, body] = wp.where(inv_mass_of(bodies, world, body) > 0.0, 1, 0)
     for m in range(manifolds):
         k = order[world, m]
-        moves_a = inv_mass_of(bodies, world, c.body_a[world, k]) > 0.0
-        moves_b = inv_mass_of(bodies, world, c.body_b[world, k]) > 0.0
+        moves_a = splits.rank[world, c.body_a[world, k]] != 0
+        moves_b = splits.rank[world, c.body_b[world, k]] != 0
         rank = wp.vec3(CHAIN_NONE, CHAIN_NONE, 0.0)
         if sideways(c, world, k, up):
             rank = wp.vec3(
@@ -1582,31 +1585,30 @@ def mark_chains(
         changed = wp.int32(0)
         for m in range(manifolds):
             k = order[world, m]
-            a = c.body_a[world, k]
-            b = c.body_b[world, k]
-            if (
-                sideways(c, world, k, up)
-                and inv_mass_of(bodies, world, a) > 0.0
-                and inv_mass_of(bodies, world, b) > 0.0
-            ):
-                n = c.normal[world, k]
-                rank = splits.turn_a[world, k]
-                for other in range(manifolds):
-                    j = order[world, other]
-                    if j != k and sideways(c, world, j, up):
-                        aj = c.body_a[world, j]
+            for side in range(2):
+                # ``side`` 0: k pushes B away from A, which must be held back along k's normal; 1: the other way.
+                body = wp.where(side == 0, c.body_a[world, k], c.body_b[world, k])
+                pushed = wp.where(side == 0, c.body_b[world, k], c.body_a[world, k])
+                if splits.rank[world, body] != 0 and splits.rank[world, pushed] != 0 and sideways(c, world, k, up):
+                    back = c.normal[world, k] * wp.where(side == 0, 1.0, -1.0)
+                    ranks = splits.turn_a[world, k]
+                    best = wp.where(side == 0, ranks[0], ranks[1])
+                    for other in range(manifolds):
+                        j = order[world, other]
                         bj = c.body_b[world, j]
-                        for side in range(2):
-                            body = wp.where(side == 0, a, b)  # the body that must hold: A to push B, B to push A
-                            if aj == body or bj == body:
-                                push = wp.where(bj == body, 1.0, -1.0) * c.normal[world, j]  # j's push on it
-                                held = wp.where(bj == body, splits.turn_a[world, j][0], splits.turn_a[world, j][1])
-                                along = wp.where(side == 0, 1.0, -1.0) * wp.dot(push, n)
-                                if along > BACKED_COS and held + 1.0 < rank[side]:
-                                    rank[side] = held + 1.0
-                                    deepest = wp.max(deepest, held + 1.0)
-                                    changed = 1
-                splits.turn_a[world, k] = rank
+                        if j != k and (c.body_a[world, j] == body or bj == body):  # noqa: SIM102
+                            if sideways(c, world, j, up):
+                                on_b = bj == body
+                                push = c.normal[world, j] * wp.where(on_b, 1.0, -1.0)  # j's push on ``body``
+                                theirs = splits.turn_a[world, j]
+                                held = wp.where(on_b, theirs[0], theirs[1])
+                                if wp.dot(push, back) > BACKED_COS and held + 1.0 < best:
+                                    best = held + 1.0
+                    if best < wp.where(side == 0, ranks[0], ranks[1]):
+                        ranks = wp.vec3(wp.where(side == 0, best, ranks[0]), wp.where(side == 0, ranks[1], best), 0.0)
+                        splits.turn_a[world, k] = ranks
+                        deepest = wp.max(deepest, best)
+                        changed = 1
         if changed == 0:
             break
     sweeps = wp.where(deepest >= 1.0, int(deepest) + 1, 0)
@@ -1749,12 +1751,6 @@ def level_manifold(
             member = moves_a or moves_b
             split_a = wp.where(moves_a, split_a, 0.0)
             split_b = wp.where(moves_b, split_b, 0.0)
-    elif group == HOLD_A:  # a chain sweep (``mark_chains``): the body nearer the chain's anchor held still
-        split_a = 0.0
-        ima = 0.0
-    elif group == HOLD_B:
-        split_b = 0.0
-        imb = 0.0
     if member and (jacobi or ima + imb > 0.0):
         dxa, dqa, dxb, dqb = manifold_corrections(
             bodies,
@@ -3694,15 +3690,17 @@ def _step_kernel(
                                         block_sync(lanes)
                                 for m in range(first + lane, last, lanes):
                                     k = order[world, wp.where(m < manifolds, m, (m - manifolds) % manifolds)]
-                                    hold = rank_group
+                                    along = up
                                     solve = m < manifolds
                                     if not solve:  # a sweep after the levels (``mark_pinched``, ``mark_chains``)
                                         sweep = (m - manifolds) / manifolds
                                         flag = splits.move_a[world, k]
                                         solve = flag[0] > 0.0 and sweep < PINNED_SWEEPS
                                         if flag[1] == float(sweep + 1):
+                                            # A chain's manifold: the body nearer the anchor held still, as the lower
+                                            # body of a support is along ``up`` (``manifold_inverse_masses``).
                                             solve = True
-                                            hold = wp.where(flag[2] == 1.0, HOLD_A, HOLD_B)
+                                            along = c.normal[world, k] * wp.where(flag[2] == 1.0, 1.0, -1.0)
                                     if solve:
                                         level_manifold(
                                             bodies,
@@ -3714,9 +3712,9 @@ def _step_kernel(
                                             world,
                                             k,
                                             count,
-                                            up,
+                                            along,
                                             jacobi,
-                                            hold,
+                                            rank_group,
                                         )
                                 if jacobi:
                                     if wp.static(block):
