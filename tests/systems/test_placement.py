@@ -12,7 +12,7 @@ import warp as wp
 
 import ecs
 import systems
-from systems import physics
+from systems import physics, solver
 from systems.geometry import BOX, CAPSULE, PLANE, SPHERE, WEDGE, ShapeType, wedge_vertices_np
 from systems.physics import BodySpec
 from systems.placement import BodyColumns, place_body
@@ -352,10 +352,13 @@ def test_scene_placed_at_reset_steps_like_the_loaded_scene():
     assert live.sum(axis=1).tolist() == [6] * num_worlds
     np.testing.assert_array_equal(a["alive"], b["alive"])
     np.testing.assert_array_equal(a["generation"], b["generation"])
+    # The solver's scratch is written before it is read in every substep (``mark_chains`` leaves which bodies move in
+    # ``split_rank``): what the three steps before left there differs, and the steps below show it does not matter.
+    scratch = {c.name for c in solver.SCRATCH_COMPONENTS}
     for name in a:
         if name == "sweep_order":  # both stale, so find_pairs sorts from row order
             assert (a[name][:, 0] == -1).all() and (b[name][:, 0] == -1).all()
-        elif name not in ("aabb_lower", "aabb_upper"):  # recomputed before use
+        elif name not in ("aabb_lower", "aabb_upper", *scratch):  # recomputed before use
             np.testing.assert_array_equal(a[name][live], b[name][live], err_msg=name)
     for _ in range(30):
         placed.step()
