@@ -52,20 +52,27 @@ def test_stages_land_in_the_report_and_resume_runs_only_the_rest(tmp_path):
         (6, 3),
         (6, 2),
         (4, 4),
+        (8, 1),
     ]
     assert all(r["num_worlds"] == 4 and r["env_steps_per_s"] > 0 for r in budgets)
     # OpenAI's step but for the second row, Madrona's (1/30 s, gravity -9.8); each with the simulated time it covers.
-    assert [r["physics_dt"] for r in budgets] == pytest.approx([0.075, 1.0 / 30.0, 0.075, 0.075, 0.075, 0.075, 0.075])
-    assert [r["madrona_step"] for r in budgets] == [False, True, False, False, False, False, False]
+    assert [r["physics_dt"] for r in budgets] == pytest.approx(
+        [0.075, 1.0 / 30.0, 0.075, 0.075, 0.075, 0.075, 0.075, 0.075]
+    )
+    assert [r["madrona_step"] for r in budgets] == [False, True, False, False, False, False, False, False]
     assert budgets[1]["gravity"] == -9.8
-    assert [r["sleeping"] for r in budgets] == [True, True, False, True, True, True, True] and budgets[2][
+    assert [r["sleeping"] for r in budgets] == [True, True, False, True, True, True, True, True] and budgets[2][
         "sleep_substeps"
     ] == 0
-    assert [r["kept_rows"] for r in budgets] == [True, True, False, False, True, True, True]
+    assert [r["kept_rows"] for r in budgets] == [True, True, False, False, True, True, True, True]
     assert budgets[3]["keep_resting_contacts"] is False
     assert all(r["simulated_s_per_s"] == pytest.approx(r["env_steps_per_s"] * r["physics_dt"]) for r in budgets)
     md = (out / "report.md").read_text()
-    assert "| 4 x 4 | 0.075 s | 4 |" in md and "| 4 x 2 | 0.03333 s, Madrona's | 4 |" in md
+    assert (
+        "| 4 x 4 | 0.075 s | 4 |" in md
+        and "| 4 x 2 | 0.03333 s, Madrona's | 4 |" in md
+        and "| 8 x 1 | 0.075 s | 4 |" in md
+    )
     assert "| 8 x 2 | 0.075 s, no sleeping | 4 |" in md and "| 8 x 2 | 0.075 s, rows not kept | 4 |" in md
     solver = report["stages"]["solver"]["result"]
     assert [r["layout"] for r in solver["rows"]] == [
