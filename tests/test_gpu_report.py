@@ -284,7 +284,9 @@ def test_a_stage_past_its_limit_leaves_its_stacks_in_its_log(tmp_path):
     entry = json.loads((out / "report.json").read_text())["stages"]["solver"]
     assert entry["status"] == "timed out", entry
     assert "most recent call first" in (out / "logs" / "solver.log").read_text()
-    assert "most recent call first" in entry["error"]
+    # The report keeps the log's tail: the end of the dump, the stack's outermost frame (a stage stuck compiling kernels
+    # dumps a deep stack, whose header lies further back).
+    assert "_run_module_as_main" in entry["error"], entry["error"]
 
 
 def test_a_running_stage_reports_its_stack_with_the_gil_held(capsys):
