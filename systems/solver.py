@@ -1476,6 +1476,13 @@ def pinned_body(bodies: Bodies, c: Contacts, world: int, k: int) -> int:
 
 
 @wp.func
+def sideways(c: Contacts, world: int, k: int, up: wp.vec3) -> bool:
+    """Whether the manifold at row ``k`` pushes its bodies apart sideways: its normal more than ``acos(SHOCK_COS)``
+    from ``up`` (not a support, which the last pass solves from the bottom up)."""
+    return wp.abs(wp.dot(c.normal[world, k], up)) < SHOCK_COS
+
+
+@wp.func
 def mark_pinched(
     bodies: Bodies, splits: Splits, c: Contacts, order: wp.array2d[wp.int32], world: int, manifolds: int, up: wp.vec3
 ) -> int:
@@ -1489,7 +1496,7 @@ def mark_pinched(
         k = order[world, m]
         # A push along ``up`` (a support) can only oppose another along it, and none such is kept: skip it first.
         body = wp.int32(-1)
-        if wp.abs(wp.dot(c.normal[world, k], up)) < SHOCK_COS:
+        if sideways(c, world, k, up):
             body = pinned_body(bodies, c, world, k)
         if body >= 0:
             push = wp.where(c.body_a[world, k] == body, -1.0, 1.0) * c.normal[world, k]
@@ -1537,13 +1544,6 @@ def opposed_push(
 
 
 @wp.func
-def sideways(c: Contacts, world: int, k: int, up: wp.vec3) -> bool:
-    """Whether the manifold at row ``k`` pushes its bodies apart sideways: its normal more than ``acos(SHOCK_COS)``
-    from ``up`` (not a support, which the last pass solves from the bottom up)."""
-    return wp.abs(wp.dot(c.normal[world, k], up)) < SHOCK_COS
-
-
-@wp.func
 def mark_chains(
     bodies: Bodies,
     splits: Splits,
@@ -1559,10 +1559,14 @@ def mark_chains(
     normal), rank 0 where A cannot move, else one more than the least rank of another sideways manifold that pushes A
     back along the normal (within ``BACKED_COS``: A is backed that way); pushing A away from B, the same the other way.
     The ranks go in ``splits.turn_a`` (B's, A's; free once the levels are done) by shortest paths (Bellman-Ford), which
-    bodies move in ``splits.rank`` (free once ``mark_pinched`` is done). Returns the chain sweeps to run after the last pass: one more than the deepest rank where a chain holds two bodies
-    that move or more, else 0. Each manifold's ``splits.move_a`` then reads (1 where ``mark_pinched`` found it pins a
-    body and ``pinched`` is set, else 0; with chain sweeps, its least rank plus one, else 0; the body held still in its
-    sweep, 1 for A, 2 for B). One thread."""
+    bodies move in ``splits.rank`` (free once ``mark_pinched`` is done). A manifold ranked both ways lies on a line
+    pressed from both ends (a hider wedged between a locked plank and a row of planks against a wall): sweeps from
+    each end would push its bodies into each other's places (the row's planks ended steps 77 mm inside each other),
+    so its bodies are marked squeezed (``splits.rank`` 2) and no sweep moves them. Returns the chain sweeps to run
+    after the last pass: one more than the deepest rank of a manifold that a sweep solves where a chain holds two
+    bodies that move or more, else 0. Each manifold's ``splits.move_a`` then reads (1 where ``mark_pinched`` found it
+    pins a body and ``pinched`` is set, else 0; with chain sweeps, its least rank plus one where its sweep moves no
+    squeezed body, else 0; the body held still in its sweep, 1 for A, 2 for B). One thread."""
     for m in range(manifolds):  # which bodies move, in ``splits.rank`` (free once ``mark_pinched`` is done)
         k = order[world, m]
         for side in range(2):
@@ -1580,7 +1584,6 @@ def mark_chains(
                 0.0,
             )
         splits.turn_a[world, k] = rank
-    deepest = wp.float32(0.0)
     for _round in range(manifolds):
         changed = wp.int32(0)
         for m in range(manifolds):
@@ -1607,10 +1610,21 @@ def mark_chains(
                     if best < wp.where(side == 0, ranks[0], ranks[1]):
                         ranks = wp.vec3(wp.where(side == 0, best, ranks[0]), wp.where(side == 0, ranks[1], best), 0.0)
                         splits.turn_a[world, k] = ranks
-                        deepest = wp.max(deepest, best)
                         changed = 1
         if changed == 0:
             break
+    for m in range(manifolds):  # the squeezed bodies: those of a manifold ranked both ways
+        k = order[world, m]
+        rank = splits.turn_a[world, k]
+        if wp.max(rank[0], rank[1]) < CHAIN_NONE:
+            splits.rank[world, c.body_a[world, k]] = 2
+            splits.rank[world, c.body_b[world, k]] = 2
+    deepest = wp.float32(0.0)  # the deepest rank a sweep solves
+    for m in range(manifolds):
+        k = order[world, m]
+        rank = splits.turn_a[world, k]
+        if chain_moves(splits, c, world, k, rank):
+            deepest = wp.max(deepest, wp.min(rank[0], rank[1]))
     sweeps = wp.where(deepest >= 1.0, int(deepest) + 1, 0)
     if sweeps > 0 or pinched != 0:
         for m in range(manifolds):
@@ -1619,13 +1633,21 @@ def mark_chains(
             if pinched != 0:
                 flag = wp.vec3(splits.move_a[world, k][0], 0.0, 0.0)
             rank = splits.turn_a[world, k]
-            if sweeps > 0 and wp.min(rank[0], rank[1]) < CHAIN_NONE:
+            if sweeps > 0 and chain_moves(splits, c, world, k, rank):
                 if rank[0] <= rank[1]:
                     flag = wp.vec3(flag[0], rank[0] + 1.0, 1.0)  # B pushed away from A, A held still
                 else:
                     flag = wp.vec3(flag[0], rank[1] + 1.0, 2.0)
             splits.move_a[world, k] = flag
     return sweeps
+
+
+@wp.func
+def chain_moves(splits: Splits, c: Contacts, world: int, k: int, rank: wp.vec3) -> bool:
+    """Whether a chain sweep solves the manifold at row ``k`` of chain ranks ``rank`` (``mark_chains``): it is ranked,
+    and the body its sweep moves (B where B's rank is the lesser, else A) is not squeezed (``splits.rank`` 2)."""
+    moved = wp.where(rank[0] <= rank[1], c.body_b[world, k], c.body_a[world, k])
+    return wp.min(rank[0], rank[1]) < CHAIN_NONE and splits.rank[world, moved] != 2
 
 
 @wp.func

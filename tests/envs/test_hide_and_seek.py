@@ -530,3 +530,50 @@ def test_a_line_of_bodies_run_into_a_wall_ends_every_step_apart(quarter, offset,
     inside the agent: 10-46 mm here. Chains of sideways contacts from a body that cannot move are swept once more
     after the last pass, outwards from it (``solver.mark_chains``): within 2.1 mm."""
     assert chain_depth(quarter, offset, math.radians(ramp_yaw), lateral) < 0.005
+
+
+def squeeze_depths(quarter: int, offset: tuple[float, float], lane: float) -> tuple[float, float]:
+    """Four upright planks (1.65 x 0.15 x 0.5 m) lie side by side along an inner wall, 4 mm apart, and below them a
+    fifth, locked, turned -41.5 degrees, its end 5 mm from the row; a hider runs from 2 m along the row (its centre
+    ``lane`` from the wall) into the wedge between the row and the locked plank: the soak's ``scenario: quadrant``
+    (seed 1, world 98, step 87) with the hider from further out. The row then lies on a line pressed from both ends,
+    the wall and the locked plank. The scene turned by ``quarter`` quarter turns and shifted by ``offset``. Returns
+    the deepest contact of any pair during the first 10 steps (the hider arrives in the fifth) and after them, to
+    step 24 [m]."""
+    from tests.envs.test_hide_and_seek_strategies import Scene
+
+    scene = Scene(quarter, offset)
+    rows = ((0.487, -0.129), (0.575, -0.283), (0.032, -0.437), (0.263, -0.591))  # faces 4 mm apart from y = -0.05
+    sim = build(
+        max_episode_steps=240,
+        fixed_walls=(scene.wall(-3.0, 0.0, 3.0, 0.0),),
+        fixed_boxes=(
+            *(scene.placed(x, y, 0.0, 1.65, 0.15, 0.5) for x, y in rows),
+            scene.placed(0.432, -1.275, math.radians(-41.5), 1.65, 0.15, 0.5),  # locked below
+        ),
+        fixed_agents=(scene.agent(0, 2.0, lane, 0.0), scene.agent(1, -2.5, -2.5, 0.0)),
+    )
+    boxes = np.flatnonzero(body(sim, "kind")[0] == Kind.BOX)
+    sim.tensor("body", "locked_by")[0, boxes[-1]] = 1  # by the hiders
+    scene.drive(sim, HIDER, forward=-1)
+    deepest = [0.0, 0.0]
+    for step in range(24):
+        sim.step()
+        alive = sim.tensor("contact", "alive")[0].numpy().astype(bool)
+        depth = float(sim.tensor("contact", "contact_depth")[0].numpy()[alive].max(initial=0.0))
+        deepest[step >= 10] = max(deepest[step >= 10], depth)
+    return deepest[0], deepest[1]
+
+
+@pytest.mark.parametrize("lane", [-0.82, -0.84, -0.87])
+@pytest.mark.parametrize(("quarter", "offset"), [(0, (0.0, 0.0)), (3, (0.02, 0.06))])
+def test_a_row_pressed_from_both_ends_settles_apart(quarter, offset, lane):
+    """Found by the sticky soak with ``scenario: quadrant`` (seed 1, step 87, world 98): a hider ran into the wedge
+    between a plank the hiders had locked and a row of planks against a wall, and two planks of the row ended steps
+    up to 77 mm inside each other (17 mm before chain sweeps). Swept outwards from both ends (``solver.mark_chains``:
+    the wall and the locked plank), the middle plank was pushed back and forth by the sweeps of the same rank; here,
+    with the hider from further out, the row stayed 1.7-4.5 mm inside itself from step 10 on. A line ranked both ways
+    is now left to the passes: within 0.9 mm from step 10 on. The hider's arrival leaves 18-36 mm (28-35 mm before)."""
+    arrival, after = squeeze_depths(quarter, offset, lane)
+    assert after < 0.0015, f"{after * 1000:.1f} mm deep after the hider arrived"
+    assert arrival < 0.04, f"{arrival * 1000:.1f} mm deep when the hider arrived"
