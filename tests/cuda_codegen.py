@@ -5,6 +5,7 @@ or ``{"skipped": reason}`` when this Warp build cannot compile for that architec
     python -m tests.cuda_codegen cartpole --arch 90
     python -m tests.cuda_codegen cartpole hide_and_seek --arch 90 --cache .wpcache   # a kernel cache to carry
     python -m tests.cuda_codegen hide_and_seek --solver-variants block,world:128   # other builds of the solver
+    python -m tests.cuda_codegen cartpole hide_and_seek --arch 90 --cache .wpcache --jobs 2   # on two cores
 """
 
 from __future__ import annotations
@@ -68,17 +69,60 @@ def cuda_module_loads(env: ecs.EnvSpec, device_is_cpu: bool = False) -> Iterator
         yield per_step.kernel.module
 
 
-def compile_module(module: wp.Module, args: argparse.Namespace, tmp: str) -> None:
+def compile_module(module: wp.Module, args: argparse.Namespace, tmp: str, index: int = 0) -> bool:
     """Compiles ``module`` for ``args.arch``. Into a cache, its code is generated first even where the cache holds it
     (``cached_binary``), as ``--check`` generates it: a cache hit compiles nothing and would generate nothing, and the
     modules after it could then hash apart from what a process that generated it gives them (a build whose
     each-env-alone processes had filled the cache first lacked four of the solver's modules as ``--check``, and a GPU
-    machine's first simulation after a miss, generate them)."""
+    machine's first simulation after a miss, generate them). With ``--part i/N`` only every Nth module from the ``i``th
+    (``index`` counts them in the build's order) is compiled, the others' code generated alone, so that the N parts,
+    run side by side, give each module the name one process building them all gives it. Returns whether it compiled
+    ``module``."""
     if args.cache:  # the cache's own layout; cubin, which a driver older than the toolkit needs
         cached_binary(module, args.arch)
+        part, parts = args.part
+        if index % parts != part:
+            return False
         wp.compile_aot_module(module, arch=args.arch, use_ptx=False)
     else:
         wp.compile_aot_module(module, arch=args.arch, module_dir=tmp, use_ptx=True)
+    return True
+
+
+def part_of(text: str) -> tuple[int, int]:
+    """``--part``'s ``i/N`` as (i, N), 0 <= i < N."""
+    try:
+        part, parts = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--part takes i/N (this process's share of N), got {text!r}") from None
+    if not 0 <= part < parts:
+        raise argparse.ArgumentTypeError(f"--part i/N needs 0 <= i < N, got {text!r}")
+    return part, parts
+
+
+def build_in_parts(args: argparse.Namespace) -> dict[str, int]:
+    """``--jobs N``: the build's modules compiled by N processes side by side (``--part i/N``, each generating every
+    module's code in the build's order and compiling its share); the modules compiled, merged."""
+    base = [sys.executable, "-m", "tests.cuda_codegen", *args.env, "--arch", str(args.arch)]
+    base += ["--cache", os.path.abspath(args.cache), "--solver-variants", args.solver_variants]
+    procs = [
+        subprocess.Popen(
+            [*base, "--part", f"{i}/{args.jobs}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for i in range(args.jobs)
+    ]
+    compiled: dict[str, int] = {}
+    failed = []
+    for i, proc in enumerate(procs):
+        out, err = proc.communicate()
+        lines = out.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            failed.append(f"part {i}/{args.jobs} (exit {proc.returncode}): {err.strip()[-2000:]}")
+            continue
+        compiled.update(json.loads(lines[-1])["modules"])
+    if failed:
+        raise SystemExit("tests.cuda_codegen: " + "\n".join(failed))
+    return compiled
 
 
 def cached_binary(module: wp.Module, arch: int) -> str:
@@ -136,9 +180,21 @@ def main() -> None:
         action="store_true",
         help="with --cache: compile nothing, only list the modules the cache lacks for this source (exit 1 if any)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="with --cache: compile in this many processes side by side, each generating every module's code in the "
+        "build's order (so the modules' names agree) and compiling every Nth module (about N times as fast on N cores)",
+    )
+    parser.add_argument("--part", type=part_of, default=(0, 1), help=argparse.SUPPRESS)  # i/N: one of --jobs' processes
     args = parser.parse_args()
     if args.check and not args.cache:
         parser.error("--check needs --cache DIR (the cache to check)")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.jobs > 1 and (not args.cache or args.check):
+        parser.error("--jobs builds a cache: it needs --cache DIR and no --check")
     alone_missing: list[str] = []  # what --check finds missing for each env alone in its own process
     variants = []
     for item in filter(None, args.solver_variants.split(",")):
@@ -167,16 +223,16 @@ def main() -> None:
     if args.arch not in archs:
         print(json.dumps({"skipped": f"this Warp build cannot compile for sm_{args.arch} (NVRTC archs: {archs})"}))
         return
-    if args.cache and (len(args.env) > 1 or variants):
+    if args.cache and (len(args.env) > 1 or variants) and args.part[1] == 1:  # a part's parent ran them
         # A module's name hashes its kernels as generated, and generating one module can change what another
         # generates after it (Warp 1.19 builds the functions they share), so the same kernel can be named apart in
         # a process that built others first: hide-and-seek's default solver stages were, in one process building
         # every env and solver form. Each env alone in a fresh process, as a GPU machine's first simulation of it
         # loads it; then all of them and the forms together, as gpu-report's solver stage loads the forms after the
         # default. The cache holds both names where they differ.
-        for env_name in args.env:
+        for env_name in args.env:  # each in --jobs parts too (hide-and-seek's takes most of the build's time)
             alone = [sys.executable, "-m", "tests.cuda_codegen", env_name, "--arch", str(args.arch)]
-            alone += ["--cache", os.path.abspath(args.cache)] + ["--check"] * args.check
+            alone += ["--cache", os.path.abspath(args.cache), "--jobs", str(args.jobs)] + ["--check"] * args.check
             proc = subprocess.run(alone, cwd=ROOT, capture_output=True, text=True)
             result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
             expected = {"missing"} if args.check else {"modules", "skipped"}
@@ -186,15 +242,21 @@ def main() -> None:
     if args.check:
         check_cache(args, variants, alone_missing)
         return
+    if args.jobs > 1:
+        print(json.dumps({"arch": args.arch, "modules": build_in_parts(args)}))
+        return
     compiled = {}
+    index = 0  # the modules in the build's order, for --part
     with tempfile.TemporaryDirectory() as tmp:
         for env_name in args.env:
             for module in cuda_module_loads(envs.make(env_name)):  # compiled as each is loaded, a fused one twice
-                compile_module(module, args, tmp)
-                compiled[module.name] = len(module.kernels)
+                if compile_module(module, args, tmp, index):
+                    compiled[module.name] = len(module.kernels)
+                index += 1
         for module in variants:
-            compile_module(module, args, tmp)
-            compiled[module.name] = len(module.kernels)
+            if compile_module(module, args, tmp, index):
+                compiled[module.name] = len(module.kernels)
+            index += 1
     print(json.dumps({"arch": args.arch, "modules": compiled}))
 
 

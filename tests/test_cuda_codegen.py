@@ -84,6 +84,37 @@ def test_check_lists_the_modules_a_cache_lacks(tmp_path):
     assert variant["modules"] == empty["modules"] + 1 and "ecs.engine_kernels" in built
 
 
+def test_a_cache_built_in_parts_is_the_whole_cache(tmp_path):
+    """``--jobs 2``: two processes side by side, each generating every module's code in the build's order and
+    compiling every other module, leave what one process builds: ``--check`` finds none missing."""
+    cache = str(tmp_path / "cache")
+    built = codegen("cartpole", "--cache", cache, "--jobs", "2")["modules"]
+    assert {"ecs.engine_kernels", "ecs_gen_cartpole_cuda", "ecs_fused_cartpole_cuda"} <= set(built), built
+    check = codegen("cartpole", "--cache", cache, "--check")
+    assert check["missing"] == [] and check["modules"] >= len(built), check
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--jobs", "0", "--cache", "c"], "--jobs must be at least 1"),
+        (["--jobs", "2"], "--jobs builds a cache"),
+        (["--jobs", "2", "--cache", "c", "--check"], "--jobs builds a cache"),
+        (["--part", "2/2", "--cache", "c"], "--part i/N needs 0 <= i < N"),
+    ],
+)
+def test_bad_jobs_are_refused(args, says):
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.cuda_codegen", "cartpole", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr[-2000:]
+    assert not (ROOT / "c").exists()
+
+
 _SIM_HASHES = """
 import json, sys, torch, envs, ecs
 sim = ecs.BatchSim(envs.make(sys.argv[1]), 4, device="cpu")
