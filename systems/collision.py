@@ -585,18 +585,25 @@ def supporting_edge(poses: Poses, world: int, i: int, direction: wp.vec3, n: wp.
 
 
 @wp.func
-def already_touching(
-    c: Contacts, poses: Poses, world: int, b: int, first: int, row: int, pb: wp.vec3, n: wp.vec3
-) -> bool:
-    """Whether a contact of this pair in the rows it wrote, ``first`` up to ``row``, touches B within ``SAME_POINT``
-    of ``pb`` across the normal (a vertex of each solid at the same spot, or a crossing at a corner)."""
+def touching_row(c: Contacts, poses: Poses, world: int, b: int, first: int, row: int, pb: wp.vec3, n: wp.vec3) -> int:
+    """The first contact of this pair in the rows it wrote, ``first`` up to ``row``, that touches B within
+    ``SAME_POINT`` of ``pb`` across the normal (a vertex of each solid at the same spot, a crossing at a corner, or
+    two vertices of A on one line along the normal), or -1."""
     xb = poses.position[world, b]
     qb = poses.rotation[world, b]
     for k in range(first, wp.min(row, c.end)):
         d = xb + wp.quat_rotate(qb, c.offset_b[world, k]) - pb
         if wp.length_sq(d - n * wp.dot(d, n)) < SAME_POINT * SAME_POINT:
-            return True
-    return False
+            return k
+    return -1
+
+
+@wp.func
+def already_touching(
+    c: Contacts, poses: Poses, world: int, b: int, first: int, row: int, pb: wp.vec3, n: wp.vec3
+) -> bool:
+    """Whether a contact of this pair in the rows it wrote touches B at ``pb`` (``touching_row``)."""
+    return touching_row(c, poses, world, b, first, row, pb, n) >= 0
 
 
 @wp.func
@@ -741,8 +748,15 @@ def collide_polyhedra(
             v = corner(va, poses, world, a, k)
             if inside_with_margin(poses, world, b, v, margin):
                 depth = exit_depth(poses, world, b, v, -n, wp.dot(v, n) - low_b)
-                if depth > -margin and not already_touching(c, poses, world, b, first, row, v - n * depth, n):
-                    row = emit(c, poses, world, a, b, v, v - n * depth, n, depth, row)
+                if depth > -margin:
+                    # One contact where two points meet B at one spot: the deeper. Where A's edge lies along the
+                    # normal and the margin spans it (thin planks in a fast substep), its far vertex may come first,
+                    # and keeping that one left the near vertex free to pass into B within the substep.
+                    same = touching_row(c, poses, world, b, first, row, v - n * depth, n)
+                    if same < 0:
+                        row = emit(c, poses, world, a, b, v, v - n * depth, n, depth, row)
+                    elif depth > c.depth[world, same]:
+                        emit(c, poses, world, a, b, v, v - n * depth, n, depth, same)
         return face_edge_crossings(c, poses, world, a, b, va, vb, n, top_a, low_b, margin, first, row)
     ea = wp.quat_rotate(qa, edge_direction(sa, poses.size[world, a], best_ea))
     eb = wp.quat_rotate(qb, edge_direction(sb, poses.size[world, b], best_eb))

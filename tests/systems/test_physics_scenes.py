@@ -296,3 +296,77 @@ def test_oblique_spinning_and_round_bodies_stay_on_their_side_of_a_thin_wall(spe
         farthest = np.maximum(farthest, scene.column(sim, "position")[:, 0, 0])
     crossed = [(OBLIQUE[w][0], OBLIQUE[w][2], round(float(farthest[w]), 3)) for w in np.nonzero(farthest > 0)[0]]
     assert not crossed, f"(shape, angle) -> farthest centre x past the wall's mid-plane [m]: {crossed}"
+
+
+PLANK = (0.825, 0.075, 0.25)  # hide-and-seek's plank, half extents [m]
+SCISSORS = [  # V opening [rad], spin of the turning plank [rad/s], it listed first, it turned half round, the side
+    # of the still plank it lies on (+1: +y; -1: the scene mirrored), yaw of the pair [rad]
+    (opening, spin, first, flipped, side, yaw)
+    for opening, spin in ((0.02, 10.0), (0.06, 14.0), (0.01, 6.0))
+    for first in (True, False)
+    for flipped in (False, True)
+    for side in (1, -1)
+    for yaw in (0.0, 0.7)
+]
+
+
+def corner_depths(x: np.ndarray, q: np.ndarray, half: tuple[float, float, float]) -> float:
+    """How far the deepest corner of either of two upright boxes side by side at one height (poses ``x[0:2]``,
+    ``q[0:2]``) lies inside the other in the ground plane, from their poses alone (0 where none does): a
+    reference that no contact table informs."""
+    deepest = 0.0
+    h = np.array(half)
+    corners = np.array([[sx, sy, 0.0] for sx in (-1, 1) for sy in (-1, 1)]) * h
+    for i, j in ((0, 1), (1, 0)):
+        world = x[i] + corners @ scene.quat_matrix(q[i]).T
+        local = (world - x[j]) @ scene.quat_matrix(q[j])
+        inside = (h[:2] - np.abs(local[:, :2])).min(axis=1)  # the depth below the nearest side face, < 0 outside
+        deepest = max(deepest, float(inside.max()))
+    return deepest
+
+
+def scissors(world: int) -> list[BodySpec]:
+    """World ``world``'s two planks (``SCISSORS``): a still one along x at the origin, and one on its +y side whose
+    face rests on the still one's +x end corner 0.11 m from its own centre, so that its other end lies over the
+    middle of the still one's face, raised off it by ``opening`` and turning shut about that corner at ``spin``."""
+    opening, spin, first, flipped, side, yaw = SCISSORS[world]
+    mirror = np.array([1.0, side, 1.0])
+    corner = np.array([PLANK[0], PLANK[1] + 0.002, 0.0])
+    rot = np.array([[np.cos(-opening), -np.sin(-opening), 0.0], [np.sin(-opening), np.cos(-opening), 0.0], [0, 0, 1]])
+    arm = rot @ np.array([-0.112, PLANK[1], 0.0])  # from the corner to the turning plank's centre
+    velocity = spin * np.array([-arm[1], arm[0], 0.0])  # turning about the corner: spin z x arm
+    turn = np.array([[np.cos(yaw), -np.sin(yaw), 0.0], [np.sin(yaw), np.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
+    still = BodySpec(ShapeType.BOX, size=PLANK, position=(0.0, 0.0, 1.0), rotation=_yaw(yaw), mass=0.3, friction=0.2)
+    turning = BodySpec(
+        ShapeType.BOX,
+        size=PLANK,
+        position=tuple(float(v) for v in turn @ ((corner + arm) * mirror) + np.array([0.0, 0.0, 1.0])),
+        rotation=_yaw(yaw - side * opening + (np.pi if flipped else 0.0)),  # flipped: the same solid, turned
+        mass=0.3,
+        friction=0.2,
+        angular_velocity=(0.0, 0.0, side * spin),
+        linear_velocity=tuple(float(v) for v in turn @ (velocity * mirror)),
+    )
+    return [turning, still] if first else [still, turning]
+
+
+def test_a_plank_swung_shut_onto_another_like_scissors_stops_at_its_face():
+    """Two 0.3 kg planks side by side, one's face resting on the other's end corner and opening from it by 0.6-3.4
+    degrees (a V), turning shut at 6-14 rad/s, a substep of hide-and-seek's (9.4 ms) a step: it closes on the other's
+    face and pushes it, and no corner of either ends a substep more than 5 mm inside the other (from their poses),
+    in either listing order, frame or side. The speculative margin of such a substep spans a plank's thickness, so
+    both vertices of the closing end's edge along the normal met the other's face at one spot, and the narrowphase
+    kept the first it came to: where that was the far one, the near one passed 64-67 mm into the other plank within
+    the substep (8 of these 48 worlds; 80 mm in a hide-and-seek soak with 0.3 kg boxes, the plank then thrown off at
+    13 m/s)."""
+    cfg = PhysicsConfig(gravity=0.0, physics_dt=0.075 / 8, physics_substeps=1)
+
+    sim = scene.build(scissors, cfg, num_worlds=len(SCISSORS))
+    deepest = np.zeros(len(SCISSORS))
+    for _ in range(48):
+        sim.step()
+        x, q = scene.column(sim, "position"), scene.column(sim, "rotation")
+        for w in range(len(SCISSORS)):
+            deepest[w] = max(deepest[w], corner_depths(x[w], q[w], PLANK))
+    deep = {SCISSORS[w]: round(float(deepest[w]) * 1000, 1) for w in np.nonzero(deepest > 0.005)[0]}
+    assert not deep, f"(opening, spin, listed first, flipped, side, yaw) -> deepest corner [mm]: {deep}"
