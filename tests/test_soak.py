@@ -188,3 +188,48 @@ def test_soak_sweep_against_another_checkout_puts_its_figures_beside(tmp_path):
     assert f"| `box_mass=0.5` | 160 | {depth} / {depth} |" in (tmp_path / "a" / "sweep.md").read_text()
     r = sweep("--against", str(tmp_path), "--out", str(tmp_path / "b"))
     assert r.returncode == 2 and "--against takes a checkout of this project" in r.stderr, r.stderr
+
+
+def _replay_module():
+    import importlib.util
+
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    spec = importlib.util.spec_from_file_location(
+        "soak_replay_example", os.path.join(ROOT, "examples", "soak_replay.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_soak_replay_resumes_a_world_alone_as_it_stepped_among_the_others():
+    """``examples/soak_replay.py --resume``: world 5 of an 8-world sticky soak, lifted into a simulation of its own
+    at step 30, steps on bit for bit as it did among the others; with 4 substeps from then on it does not, and
+    ``--split`` steps it a substep at a time."""
+    replay = _replay_module()
+    common = dict(seed=1, num_worlds=8, world=5, at=30, steps=4, top=4, watch=list(range(30)))
+    same = replay.replay(**common, resume=True)
+    assert [e["step"] for e in same["original"]] == [31, 32, 33, 34]
+    assert any(e["contacts"] for e in same["original"])
+    assert same["resumed"] == same["original"]
+    other = replay.replay(**common, resume=True, then={"physics_substeps": 4})
+    assert other["original"] == same["original"]
+    moved = [b["position"] for e in other["resumed"] for b in e["bodies"]]
+    assert moved != [b["position"] for e in same["original"] for b in e["bodies"]]
+    split = replay.replay(**{**common, "steps": 2}, resume=True, split=True)
+    assert [(e["step"], e["substep"]) for e in split["resumed"]] == [(s, i) for s in (31, 32) for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"world": 8}, "is not a world of the soak's 8"),
+        ({"then": {"physics_substeps": 4}}, "add --resume"),
+        ({"watch": [99]}, "--watch names body rows"),
+        ({"steps": 0}, "--steps at least 1"),
+    ],
+)
+def test_soak_replay_refuses_bad_requests(change, message):
+    replay = _replay_module()
+    with pytest.raises(ValueError, match=message):
+        replay.replay(**{"seed": 0, "num_worlds": 8, "world": 0, "at": 1, **change})
