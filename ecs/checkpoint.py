@@ -301,6 +301,23 @@ def state_of(storage: Storage, *, seed: int, world_offset: int) -> dict[str, Any
     }
 
 
+def per_world(key: str, value: Any, num_worlds: int) -> bool:
+    """Whether array ``key`` of a state of ``num_worlds`` worlds holds a row per world along its first axis (tables,
+    singletons, final observations, per-world parameters), rather than one value that every world shares (shared
+    parameters, the spawn-overflow flags)."""
+    return not key.startswith(("overflow/", "param/")) or (np.ndim(value) > 0 and len(value) == num_worlds > 1)
+
+
+def worlds_of(state: Mapping[str, Any], lo: int, hi: int) -> dict[str, Any]:
+    """The state of worlds ``lo`` up to ``hi`` of ``state`` (a ``state_dict()``), to load into a simulation of
+    ``hi - lo`` worlds: each world's rows (``per_world``), the shared arrays whole, the world offset moved on."""
+    n = state["num_worlds"]
+    if not 0 <= lo < hi <= n:
+        raise StateDictError(f"worlds {lo}..{hi - 1} are not worlds of this state's {n}; pick them in 0..{n - 1}")
+    arrays = {k: np.asarray(v)[lo:hi].copy() if per_world(k, v, n) else v for k, v in state["arrays"].items()}
+    return {**state, "num_worlds": hi - lo, "world_offset": state["world_offset"] + lo, "arrays": arrays}
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckedState:
     """A state that ``check_state`` found fit to load into a simulation: its seed, world offset, the arrays to write

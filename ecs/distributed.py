@@ -381,8 +381,7 @@ class DistContext:
         pieces = [(s, a, b) for s, a, b in pieces if a < b]
         arrays: dict[str, Any] = {}
         for key, first in states[0]["arrays"].items():
-            per_world = not key.startswith(("overflow/", "param/")) or (np.ndim(first) > 0 and len(first) == n > 1)
-            if per_world:
+            if checkpoint.per_world(key, first, n):
                 arrays[key] = np.concatenate([np.asarray(s["arrays"][key])[a:b] for s, a, b in pieces])
                 continue
             if any(not np.array_equal(s["arrays"].get(key), first) for s in states):

@@ -26,12 +26,12 @@ import os
 import sys
 from typing import Any
 
-import numpy as np
 import torch
 import warp as wp
 
 import ecs
 import envs
+from ecs import checkpoint
 from envs.hide_and_seek import Kind
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -68,23 +68,18 @@ def bodies(sim: ecs.BatchSim, world: int, rows: list[int]) -> list[dict[str, Any
     """Pose, velocity and spin of the bodies ``rows`` of world ``world``."""
     out = []
     for i in rows:
-        column = {k: sim.tensor("body", k)[world, i].tolist() for k in ("position", "rotation", "linear_velocity")}
-        column["angular_velocity"] = sim.tensor("body", "angular_velocity")[world, i].tolist()
+        columns = ("position", "rotation", "linear_velocity", "angular_velocity")
+        column = {k: sim.tensor("body", k)[world, i].tolist() for k in columns}
         out.append({"body": i, "kind": Kind(int(sim.tensor("body", "kind")[world, i])).name.lower(), **column})
     return out
 
 
 def resumed(sim: ecs.BatchSim, world: int, config: dict[str, Any]) -> ecs.BatchSim:
     """A one-world simulation of hide-and-seek with ``config`` holding world ``world`` of ``sim`` as it is now."""
-    state = sim.state_dict()
-    n = sim.num_worlds
-    state["arrays"] = {
-        k: v[world : world + 1].copy() if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == n else v
-        for k, v in state["arrays"].items()
-    }
-    state.update(num_worlds=1, world_offset=sim.world_offset + world, config={**state["config"], **config})
+    state = checkpoint.worlds_of(sim.state_dict(), world, world + 1)
+    state["config"] = {**state["config"], **config}
     one = ecs.BatchSim(
-        envs.make("hide_and_seek", **config), 1, device=sim.device, seed=sim.seed, world_offset=sim.world_offset + world
+        envs.make("hide_and_seek", **config), 1, device=sim.device, seed=sim.seed, world_offset=state["world_offset"]
     )
     one.load_state_dict(state)
     return one
@@ -111,6 +106,8 @@ def replay(
     ``resume`` the same of the world resumed alone with ``then`` (``split``: a substep a step)."""
     overrides = dict(overrides or {})
     watch = list(watch or [])
+    if hold < 1.0 or top < 1:
+        raise ValueError(f"--hold is a mean number of steps, at least 1, and --top at least 1; got {hold} and {top}")
     if not 0 <= world < num_worlds:
         raise ValueError(f"--world {world} is not a world of the soak's {num_worlds}; pick one in 0..{num_worlds - 1}")
     if at < 0 or steps < 1:

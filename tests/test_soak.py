@@ -227,6 +227,7 @@ def test_soak_replay_resumes_a_world_alone_as_it_stepped_among_the_others():
         ({"then": {"physics_substeps": 4}}, "add --resume"),
         ({"watch": [99]}, "--watch names body rows"),
         ({"steps": 0}, "--steps at least 1"),
+        ({"hold": 0.5}, "--hold is a mean number of steps"),
     ],
 )
 def test_soak_replay_refuses_bad_requests(change, message):

@@ -147,3 +147,25 @@ def test_leftovers_of_killed_saves_are_removed_by_the_next_save(saved, tmp_path)
     assert not leftover.exists() and other.exists()
     assert sorted(os.listdir(tmp_path)) == sorted([".other.npz.ecs-tmp-xyz.npz", "state.npz"])
     sim.load(path)
+
+
+def test_worlds_of_a_state_step_on_as_they_did_among_the_others():
+    """``checkpoint.worlds_of``: worlds 1 and 2 of a 4-world cartpole, loaded into a 2-world simulation, step on bit
+    for bit as they did among the others; a range outside the state is refused."""
+    from ecs import checkpoint
+
+    big = ecs.BatchSim(envs.make("cartpole"), 4, device="cpu", seed=7)
+    for _ in range(5):
+        big.step()
+    part = checkpoint.worlds_of(big.state_dict(), 1, 3)
+    assert part["num_worlds"] == 2 and part["world_offset"] == 1
+    small = ecs.BatchSim(envs.make("cartpole"), 2, device="cpu", seed=7, world_offset=1)
+    small.load_state_dict(part)
+    for _ in range(30):  # through resets: each world's episodes draw from (seed, world_offset + w, e)
+        big.step()
+        small.step()
+    for key, value in small.state_dict()["arrays"].items():
+        if checkpoint.per_world(key, value, 2):
+            np.testing.assert_array_equal(value, big.state_dict()["arrays"][key][1:3], err_msg=key)
+    with pytest.raises(ecs.StateDictError, match="not worlds of this state's 4"):
+        checkpoint.worlds_of(big.state_dict(), 3, 5)
