@@ -70,8 +70,17 @@ def bodies(sim: ecs.BatchSim, world: int, rows: list[int]) -> list[dict[str, Any
     for i in rows:
         columns = ("position", "rotation", "linear_velocity", "angular_velocity")
         column = {k: sim.tensor("body", k)[world, i].tolist() for k in columns}
+        column["locked_by"] = int(sim.tensor("body", "locked_by")[world, i])
+        column["sleep_count"] = int(sim.tensor("body", "sleep_count")[world, i])
         out.append({"body": i, "kind": Kind(int(sim.tensor("body", "kind")[world, i])).name.lower(), **column})
     return out
+
+
+def holds(sim: ecs.BatchSim, world: int) -> list[list[int]]:
+    """World ``world``'s live grab joints as ``[holder, held]`` body rows."""
+    alive = sim.tensor("joint", "alive")[world].bool()
+    a, b = (sim.tensor("joint", f"joint_body_{s}")[world] for s in "ab")
+    return [[int(a[j]), int(b[j])] for j in torch.nonzero(alive).flatten().tolist()]
 
 
 def resumed(sim: ecs.BatchSim, world: int, config: dict[str, Any]) -> ecs.BatchSim:
@@ -140,6 +149,7 @@ def replay(
                     "substep": None,
                     "contacts": deepest(sim, world, top),
                     "bodies": bodies(sim, world, watch),
+                    "holds": holds(sim, world),
                 }
             )
     if one is not None:
@@ -154,6 +164,7 @@ def replay(
                         "substep": sub if split else None,
                         "contacts": deepest(one, 0, top),
                         "bodies": bodies(one, 0, watch),
+                        "holds": holds(one, 0),
                     }
                 )
     return report
@@ -166,11 +177,15 @@ def describe(entry: dict[str, Any]) -> str:
         for c in entry["contacts"]
     )
     lines = [f"{at}: {contacts or 'no contacts'}"]
+    if entry.get("holds"):
+        lines.append("    held: " + ", ".join(f"{a} holds {b}" for a, b in entry["holds"]))
     for b in entry["bodies"]:
         vec = lambda v: "(" + ", ".join(f"{x:.3f}" for x in v) + ")"  # noqa: E731
         lines.append(
             f"    {b['kind']} {b['body']}: x {vec(b['position'])} v {vec(b['linear_velocity'])} "
             f"w {vec(b['angular_velocity'])}"
+            + (f" locked by team {b['locked_by'] - 1}" if b.get("locked_by") else "")
+            + (f" still {b['sleep_count']}" if b.get("sleep_count") else "")
         )
     return "\n".join(lines)
 

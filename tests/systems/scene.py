@@ -69,6 +69,16 @@ def box_inertia(half: tuple[float, float, float], mass: float) -> np.ndarray:
     return mass / 3.0 * np.diag([b * b + c * c, a * a + c * c, a * a + b * b])
 
 
+def upright(sim: ecs.BatchSim, row: int, half: tuple[float, float, float], mass: float) -> None:
+    """Makes body ``row`` (a box of half extents ``half`` and ``mass``) of every world turn about its z axis only, as
+    hide-and-seek's agents, boxes and ramps do."""
+    inv = column(sim, "inv_inertia")
+    inv[:, row] = 0.0
+    inv[:, row, 2, 2] = 1.0 / box_inertia(half, mass)[2, 2]
+    sim.tables["body"]["inv_inertia"].assign(inv)
+    wp.synchronize_device(sim.device)
+
+
 def quat_matrix(q: np.ndarray) -> np.ndarray:
     """Rotation matrix of the unit quaternion ``q`` (x, y, z, w)."""
     x, y, z, w = q

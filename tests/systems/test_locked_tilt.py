@@ -10,24 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import warp as wp
 
 from systems.geometry import ShapeType
 from systems.physics import BodySpec, PhysicsConfig
 
 from . import scene
+from .scene import upright
 
 MU = 0.2
-
-
-def upright(sim, row: int, half: tuple[float, float, float], mass: float) -> None:
-    """Makes body ``row`` of every world turn about its z axis only."""
-    inv = scene.column(sim, "inv_inertia")
-    izz = scene.box_inertia(half, mass)[2, 2]
-    inv[:, row] = 0.0
-    inv[:, row, 2, 2] = 1.0 / izz
-    sim.tables["body"]["inv_inertia"].assign(inv)
-    wp.synchronize_device(sim.device)
 
 
 def yaw_of(q: np.ndarray) -> float:
