@@ -192,13 +192,17 @@ LEVEL_STEPS = wp.constant(3)
 RANK_FREE = wp.constant(1 << 30)
 ALL_MANIFOLDS = wp.constant(-1)
 # A body that a manifold of another level presses against a body that does not move is an anchor of the level too
-# (``backed``), where that manifold's push on it opposes a push of the level on it to within this cosine (about 45
+# (``backed``), where that manifold's push on it opposes a push of the level on it to within this cosine (60
 # degrees): a box resting against a wall, which an agent running into it at a lower height drives towards the wall.
 # Levels go by height, so without it the last pass ranked the box above the agent, held the agent still and pushed
 # the box into the wall, whose level pushed it back out: the agent ended the substep as deep in the box as it began
 # (a wedge of an agent at full speed, a box and two walls ended hide-and-seek steps 2.4 cm deep, the sticky soak
-# 2.4 cm too).
-BACKED_COS = wp.constant(0.7)
+# 2.4 cm too). The same cosine bounds the links of a chain (``mark_chains``) and the opposed pushes of a pinched body
+# (``mark_pinched``). At 0.7 (45 degrees) a hider run into the corner of a wall and a plank whose end swung onto it
+# pressed the plank into the wall at 56 degrees from its normal, no chain, and ended substeps 44-75 mm inside the
+# plank (test_physics_scenes; 63 mm in a soak with 4 substeps), and two soak moments of planks pushed together by
+# agents (the quadrant scenario, 0.3 kg boxes) reached 46 and 77 mm where 0.5 holds them to 3.4 and 19 mm.
+BACKED_COS = wp.constant(0.5)
 # The contact passes a substep needs for its last pass to go by ranks. With one pass, the held-grab stress of
 # hide-and-seek (physics_budgets.py, 8 substeps) had 4.4x the contacts deeper than 2 cm with ranks and threw a body
 # at 42 m/s: that pass is also the first, and holding bodies still in it leaves their holders' joints and the other
