@@ -1632,12 +1632,14 @@ def mark_chains(
                         changed = 1
         if changed == 0:
             break
+    squeezed = wp.int32(0)
     for m in range(manifolds):  # the squeezed bodies: those of a manifold ranked both ways
         k = order[world, m]
         rank = splits.turn_a[world, k]
         if wp.max(rank[0], rank[1]) < CHAIN_NONE:
             splits.rank[world, c.body_a[world, k]] = 2
             splits.rank[world, c.body_b[world, k]] = 2
+            squeezed = 1
     deepest = wp.float32(0.0)  # the deepest rank a sweep solves
     for m in range(manifolds):
         k = order[world, m]
@@ -1645,11 +1647,6 @@ def mark_chains(
         if chain_moves(splits, c, world, k, rank):
             deepest = wp.max(deepest, wp.min(rank[0], rank[1]))
     sweeps = wp.where(deepest >= 1.0, int(deepest) + 1, 0)
-    squeezed = wp.int32(0)
-    for m in range(manifolds):
-        k = order[world, m]
-        if splits.rank[world, c.body_a[world, k]] == 2 or splits.rank[world, c.body_b[world, k]] == 2:
-            squeezed = 1
     if squeezed != 0:
         sweeps = wp.max(sweeps, SQUEEZED_SWEEPS)
     if sweeps > 0 or pinched != 0:

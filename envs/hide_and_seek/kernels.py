@@ -202,20 +202,31 @@ def ball_room(b: Bodies, world: int, x: float, y: float, r: float, lo: wp.vec2, 
         if b.alive[world, i] != 0 and b.shape[world, i] != PLANE:
             p = b.position[world, i]
             s = b.size[world, i]
-            gap = wp.float32(0.0)
-            if b.shape[world, i] == SPHERE:
-                gap = wp.length(wp.vec2(x - p[0], y - p[1])) - s[0]
-            elif b.shape[world, i] == BOX or b.shape[world, i] == WEDGE:
-                local = wp.quat_rotate_inv(b.rotation[world, i], wp.vec3(x - p[0], y - p[1], 0.0))
-                lx = local[0] + wp.where(b.shape[world, i] == WEDGE, s[0] / 3.0, 0.0)  # a ramp's box is off its origin
-                out = wp.vec2(wp.abs(lx) - s[0], wp.abs(local[1]) - s[1])
-                gap = wp.length(wp.vec2(wp.max(out[0], 0.0), wp.max(out[1], 0.0))) + wp.min(wp.max(out[0], out[1]), 0.0)
-            else:  # other shapes: their world-axis box
-                e = shape_extent(b.shape[world, i], s, b.rotation[world, i])
-                out = wp.vec2(wp.abs(p[0] - x) - e[0], wp.abs(p[1] - y) - e[1])
+            gap = wp.length(wp.vec2(x - p[0], y - p[1])) - s[0]  # from a ball's surface
+            if b.shape[world, i] != SPHERE:  # from a footprint's edge (negative inside): out along each side
+                out = wp.vec2(0.0, 0.0)
+                if b.shape[world, i] == BOX or b.shape[world, i] == WEDGE:
+                    local = wp.quat_rotate_inv(b.rotation[world, i], wp.vec3(x - p[0], y - p[1], 0.0))
+                    along = local[0] + wp.where(
+                        b.shape[world, i] == WEDGE, s[0] / 3.0, 0.0
+                    )  # a ramp's box: off its origin
+                    out = wp.vec2(wp.abs(along) - s[0], wp.abs(local[1]) - s[1])
+                else:  # other shapes: their world-axis box
+                    e = shape_extent(b.shape[world, i], s, b.rotation[world, i])
+                    out = wp.vec2(wp.abs(p[0] - x) - e[0], wp.abs(p[1] - y) - e[1])
                 gap = wp.length(wp.vec2(wp.max(out[0], 0.0), wp.max(out[1], 0.0))) + wp.min(wp.max(out[0], out[1]), 0.0)
             room = wp.min(room, gap - r)
     return room
+
+
+@wp.func
+def grid_spot(lo: wp.vec2, k: int, nx: int, near: wp.vec3, near_radius: float):
+    """Cell ``k`` of the placement's grid scan over a region from ``lo``, ``nx`` cells a row: its centre, and whether
+    it lies within ``near_radius`` of ``near`` (or ``near_radius`` is 0)."""
+    cx = lo[0] + _GRID_STEP * (float(k % nx) + 0.5)
+    cy = lo[1] + _GRID_STEP * (float(k / nx) + 0.5)
+    d2 = (cx - near[0]) * (cx - near[0]) + (cy - near[1]) * (cy - near[1])
+    return cx, cy, near_radius <= 0.0 or d2 <= near_radius * near_radius
 
 
 @wp.func
@@ -258,12 +269,8 @@ def place(
         ny = int((hi[1] - lo[1]) / _GRID_STEP)
         for k in range(nx * ny):
             if not found:
-                cx = lo[0] + _GRID_STEP * (float(k % nx) + 0.5)
-                cy = lo[1] + _GRID_STEP * (float(k / nx) + 0.5)
-                d2 = (cx - near[0]) * (cx - near[0]) + (cy - near[1]) * (cy - near[1])
-                if (near_radius <= 0.0 or d2 <= near_radius * near_radius) and fits(
-                    b, world, cx, cy, e[0], e[1], lo, hi, clearance
-                ):
+                cx, cy, near_enough = grid_spot(lo, k, nx, near, near_radius)
+                if near_enough and fits(b, world, cx, cy, e[0], e[1], lo, hi, clearance):
                     x = cx
                     y = cy
                     found = True
@@ -277,10 +284,8 @@ def place(
         best = wp.float32(-1.0e30)
         for k in range(nx * ny):
             if not found:
-                cx = lo[0] + _GRID_STEP * (float(k % nx) + 0.5)
-                cy = lo[1] + _GRID_STEP * (float(k / nx) + 0.5)
-                d2 = (cx - near[0]) * (cx - near[0]) + (cy - near[1]) * (cy - near[1])
-                if near_radius <= 0.0 or d2 <= near_radius * near_radius:
+                cx, cy, near_enough = grid_spot(lo, k, nx, near, near_radius)
+                if near_enough:
                     room = ball_room(b, world, cx, cy, size[0], lo, hi)
                     if room >= clearance:
                         found = True

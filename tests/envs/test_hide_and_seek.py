@@ -23,7 +23,7 @@ import ecs
 import envs
 from envs.hide_and_seek import Kind
 from envs.hide_and_seek.kernels import MAX_TEAM
-from tests.systems.scene import quat_matrix
+from tests.systems.scene import ball_depth, quat_matrix
 
 HIDER, SEEKER = 0, MAX_TEAM  # first slot of each team
 QUICK = {"max_episode_steps": 30, "prep_fraction": 0.0}
@@ -269,17 +269,6 @@ def test_procedural_levels():
     assert not np.allclose(body(sim, "position")[0], pos[0])
 
 
-def ball_depth_from_above(centre: np.ndarray, pos: np.ndarray, rot: np.ndarray, size: np.ndarray, shape: int) -> float:
-    """How far a ball (``centre``, radius 0.15 in ``size``'s place for the caller) reaches into a body seen from above:
-    a ball by the distance of the centres, a box by its oriented footprint, a ramp by its bounding box's; < 0 apart."""
-    if shape in (1, 2):
-        return -(float(np.linalg.norm(centre[:2] - pos[:2])) - float(size[0]))
-    local = quat_matrix(rot).T @ (np.array([centre[0], centre[1], pos[2]]) - pos)
-    x = local[0] + (size[0] / 3 if shape == 4 else 0.0)  # a ramp's box is off its origin (its centroid)
-    out = np.abs([x, local[1]]) - size[:2]
-    return -(float(np.linalg.norm(np.maximum(out, 0.0))) + min(float(out.max()), 0.0))
-
-
 def test_a_crowded_floor_places_no_agent_inside_a_body():
     """On a 3 m floor, 3-9 boxes (3 or more of them 1.65 m planks), 2 ramps and 2-6 agents: every agent starts clear
     of every body (a numpy check of the ball against each body's footprint), over 1024 levels. The placement's scan
@@ -296,8 +285,7 @@ def test_a_crowded_floor_places_no_agent_inside_a_body():
             live = np.nonzero(alive[w] != 0)[0]
             for a in live[(kind[w, live] == Kind.HIDER) | (kind[w, live] == Kind.SEEKER)]:
                 for i in live[(live != a) & (shape[w, live] != 5)]:  # 5: the floor's plane
-                    depth = ball_depth_from_above(pos[w, a], pos[w, i], rot[w, i], size[w, i], int(shape[w, i]))
-                    depth += float(size[w, a, 0])
+                    depth = ball_depth(pos[w, a], size[w, a, 0], pos[w, i], rot[w, i], size[w, i], shape[w, i])
                     if depth > 1e-3:
                         deepest[(seed, w, int(a), int(i))] = round(depth * 1000, 1)
     assert not deepest, f"(seed, world, agent row, body row) -> depth [mm]: {deepest}"

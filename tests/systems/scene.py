@@ -79,6 +79,20 @@ def upright(sim: ecs.BatchSim, row: int, half: tuple[float, float, float], mass:
     wp.synchronize_device(sim.device)
 
 
+def ball_depth(
+    centre: np.ndarray, radius: float, x: np.ndarray, q: np.ndarray, size: Sequence[float], shape: int = ShapeType.BOX
+) -> float:
+    """How far a ball of ``radius`` at ``centre`` reaches into an upright body of pose ``x``, ``q`` and ``size``, seen
+    from above, from the poses alone (negative: apart): a ball by the distance of the centres, a box by its oriented
+    footprint, a ramp by its bounding box's (a wedge's origin is its centroid, a third of ``size[0]`` off the box's)."""
+    if shape in (ShapeType.SPHERE, ShapeType.CAPSULE):
+        return radius + float(size[0]) - float(np.linalg.norm(np.asarray(centre)[:2] - np.asarray(x)[:2]))
+    local = quat_matrix(q).T @ np.array([centre[0] - x[0], centre[1] - x[1], 0.0])
+    along = local[0] + (size[0] / 3.0 if shape == ShapeType.WEDGE else 0.0)
+    out = np.abs([along, local[1]]) - np.asarray(size[:2])
+    return radius - (float(np.linalg.norm(np.maximum(out, 0.0))) + min(float(out.max()), 0.0))
+
+
 def quat_matrix(q: np.ndarray) -> np.ndarray:
     """Rotation matrix of the unit quaternion ``q`` (x, y, z, w)."""
     x, y, z, w = q

@@ -386,19 +386,6 @@ SQUEEZE = [  # the pressing ball's offset along the planks from the line [m], it
 ]
 
 
-def ball_depth(
-    centre: np.ndarray, x: np.ndarray, q: np.ndarray, half: tuple[float, float, float], radius: float = BALL
-) -> float:
-    """How far a ball of ``radius`` at ``centre`` reaches into the upright box of pose ``x``, ``q`` in the ground
-    plane, from the poses alone; negative apart."""
-    local = ((centre - x) @ scene.quat_matrix(q))[:2]
-    h = np.array(half[:2])
-    outside = np.maximum(np.abs(local) - h, 0.0)
-    if outside.any():
-        return radius - float(np.linalg.norm(outside))
-    return radius + float((h - np.abs(local)).min())
-
-
 def squeeze(world: int) -> list[BodySpec]:
     """World ``world``'s line (``SQUEEZE``), in the frame of the planks: two upright 1 kg planks side by side along
     x, A at y -0.151 and B at 0; a static ball resting on B's +y face at x 0.6 (a frozen seeker); a free 1 kg ball on
@@ -459,7 +446,9 @@ def test_a_line_pressed_from_both_ends_gives_way_without_passing_into_itself():
         for w in range(len(SQUEEZE)):
             depths = [corner_depths(x[w, 1:3], q[w, 1:3], PLANK)]
             depths += [
-                ball_depth(x[w, ball], x[w, plank], q[w, plank], PLANK) for ball in (3, 4, 5) for plank in (1, 2)
+                scene.ball_depth(x[w, ball], BALL, x[w, plank], q[w, plank], PLANK)
+                for ball in (3, 4, 5)
+                for plank in (1, 2)
             ]
             depths += [2 * BALL - float(np.linalg.norm(x[w, i, :2] - x[w, j, :2])) for i, j in ((3, 4), (4, 5))]
             deepest[w] = max(deepest[w], *depths)
@@ -493,13 +482,7 @@ def corner(world: int) -> list[BodySpec]:
         return tuple(float(c) for c in turn @ (np.array(v) * scale))
 
     def turned(q: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
-        (x1, y1, z1, w1), (x2, y2, z2, w2) = _yaw(yaw), q
-        return (
-            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-        )
+        return _yaw(yaw + 2.0 * float(np.arctan2(q[2], q[3])))  # the frame's yaw added to a turn about z
 
     (wx, wq, wsize), (px, pq, pv, pw), (hx, hv, _force) = CORNER_WALL, CORNER_PLANK, CORNER_HIDER
     wall = BodySpec(
@@ -550,8 +533,8 @@ def test_a_hider_run_into_the_corner_of_a_wall_and_a_plank_swinging_onto_it_stay
         x, q = scene.column(sim, "position"), scene.column(sim, "rotation")
         for w, (plank_first, *_rest) in enumerate(CORNER):
             plank, hider = (2, 3) if plank_first else (3, 2)
-            into_plank = ball_depth(x[w, hider], x[w, plank], q[w, plank], PLANK, radius=0.15)
-            into_wall = ball_depth(x[w, hider], x[w, 1], q[w, 1], CORNER_WALL[2], radius=0.15)
+            into_plank = scene.ball_depth(x[w, hider], 0.15, x[w, plank], q[w, plank], PLANK)
+            into_wall = scene.ball_depth(x[w, hider], 0.15, x[w, 1], q[w, 1], CORNER_WALL[2])
             deepest[w] = max(deepest[w], into_plank, into_wall)
     deep = {CORNER[w]: round(float(deepest[w]) * 1000, 1) for w in np.nonzero(deepest > 0.01)[0]}
     assert not deep, f"(plank first, hider speed, plank speed, offset, yaw) -> deepest [mm]: {deep}"
