@@ -651,7 +651,11 @@ def face_edge_crossings(
                     wx = wp.dot(w0, u)
                     wy = wp.dot(w0, v)
                     denom = dax * dby - day * dbx
-                    if wp.abs(denom) > 1.0e-9 * wp.length(da) * wp.length(db):
+                    # Edges so nearly parallel that they stay within SAME_POINT of each other along the longer one
+                    # cross at a corner of almost 180 degrees, no further than that off the polygon the other corners
+                    # span, and where along them is ill-conditioned: two cubes side by side, turned 2e-7 rad apart,
+                    # got a fifth point 0.8 mm from a corner, which took a share of that corner's push.
+                    if wp.abs(denom) > SAME_POINT * wp.min(wp.length(da), wp.length(db)):
                         s = (wx * dby - wy * dbx) / denom
                         t = (wx * day - wy * dax) / denom
                         if s > 1.0e-4 and s < 1.0 - 1.0e-4 and t > 1.0e-4 and t < 1.0 - 1.0e-4:
