@@ -71,7 +71,8 @@ def broadphase_reference(bodies: list[BodySpec], cfg: PhysicsConfig) -> tuple[np
         q = np.asarray(b.rotation) / np.linalg.norm(b.rotation)
         extent[i] = box_extent(int(b.shape), np.asarray(b.size), q)
         centre[i] = b.position
-        speed = np.linalg.norm(b.linear_velocity) + np.linalg.norm(b.angular_velocity) * np.linalg.norm(extent[i])
+        arm = 0.0 if b.shape == ShapeType.SPHERE else np.linalg.norm(extent[i])  # a ball turns within itself
+        speed = np.linalg.norm(b.linear_velocity) + np.linalg.norm(b.angular_velocity) * arm
         if movable[i]:
             speed += abs(cfg.gravity) * dt
         reach[i] = speed * dt + cfg.contact_margin
@@ -145,6 +146,62 @@ def test_the_broadphase_grows_a_box_by_the_reach_of_a_body_that_may_push_it(seed
         np.testing.assert_allclose(upper[w, :n][solid], hi[solid], rtol=1e-5, atol=1e-5)
         took += int(np.sum(expected > own))
     assert took >= 3
+
+
+def ringed_scene(spun: ShapeType, spin: tuple[float, float, float], turn: float) -> list[BodySpec]:
+    """No gravity; a body of ``spun`` shape (a ball of radius 0.25 m or a cube of half 0.25 m, turned by ``turn``
+    about z) spinning at ``spin`` in the middle of six boxes, each 0.1 m from it, listed first, last or between."""
+    centre = np.array([0.4, -0.3, 0.5])
+    ring = []
+    for k in range(6):
+        a = turn + k * np.pi / 3
+        out = np.array([np.cos(a), np.sin(a), 0.0])
+        half = (0.15, 0.2, 0.3)
+        q = (0.0, 0.0, float(np.sin(a / 2)), float(np.cos(a / 2)))  # a face towards the middle
+        at = centre + out * (0.25 * (1 if spun == ShapeType.SPHERE else np.sqrt(2)) + 0.1 + half[0])
+        ring.append(BodySpec(ShapeType.BOX, size=half, position=tuple(float(x) for x in at), rotation=q))
+    q = (0.0, 0.0, float(np.sin(turn / 2)), float(np.cos(turn / 2)))
+    middle = BodySpec(
+        spun, size=(0.25, 0.25, 0.25), position=tuple(float(x) for x in centre), rotation=q, angular_velocity=spin
+    )
+    at = round(turn * 10) % 7
+    return [*ring[:at], middle, *ring[at:]]
+
+
+@pytest.mark.parametrize("turn", [0.0, 0.33, 0.61])
+def test_a_spinning_ball_reaches_no_further_than_a_still_one(turn):
+    """A ball fills the same space however it turns, so its spin adds nothing to its reach, in the step
+    (``find_pairs``) or a substep (``substep_reach``): a ball spinning at 150 rad/s about any axis in a ring of boxes
+    0.1 m from it pairs with none of them, as a still one, where a cube spun as fast pairs with every one. (A seeker
+    spun out of an overlap at 134 rad/s gave its world 304 contacts, past ``max_contacts``, by the reach of its
+    spin.)"""
+    cfg = PhysicsConfig(gravity=0.0, max_bodies=8, max_contacts=2048)  # a spun cube's contacts are many
+    spins = [(0.0, 0.0, 0.0), (0.0, 0.0, 150.0), (-90.0, 60.0, 98.5), (150.0, 0.0, 0.0)]
+    cases = [(shape, spin) for shape in (ShapeType.SPHERE, ShapeType.BOX) for spin in spins]
+    worlds = [ringed_scene(shape, spin, turn) for shape, spin in cases]
+    sim = scene.build(lambda w: worlds[w], cfg, num_worlds=len(worlds))
+    sim.step()
+    pair_a, pair_b = scene.column(sim, "pair_body_a", "pair"), scene.column(sim, "pair_body_b", "pair")
+    alive = scene.column(sim, "alive", "pair")
+    reach = scene.column(sim, "substep_reach")
+    h = cfg.physics_dt / cfg.physics_substeps
+    contacts = scene.column(sim, "alive", "contact").sum(axis=1)
+    paired = []
+    for w, (shape, spin) in enumerate(cases):
+        middle = next(i for i, b in enumerate(worlds[w]) if b.shape == shape and b.size[0] == 0.25)
+        on = (alive[w] != 0) & ((pair_a[w] == middle) | (pair_b[w] == middle))
+        paired.append(set(np.where(pair_a[w] == middle, pair_b[w], pair_a[w])[on].tolist()))
+        if shape == ShapeType.SPHERE or np.linalg.norm(spin) == 0:
+            assert reach[w, middle] == 0.0, (shape, spin)
+            assert contacts[w] == 0, (shape, spin)
+        else:
+            assert reach[w, middle] > 0.9 * np.linalg.norm(spin) * 0.25 * np.sqrt(2) * h, (shape, spin)
+    for w, (shape, spin) in enumerate(cases):
+        still = cases.index((shape, spins[0]))
+        if shape == ShapeType.SPHERE:
+            assert paired[w] == paired[still], spin  # the boxes whose world-axis boxes overlap the ball's
+        elif w != still:
+            assert len(paired[w]) == 6 and paired[w] > paired[still], spin
 
 
 @wp.kernel
