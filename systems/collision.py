@@ -854,7 +854,8 @@ def shape_extent(shape: wp.int32, size: wp.vec3, q: wp.quat) -> wp.vec3:
 def spin_arm(shape: wp.int32, size: wp.vec3, e: wp.vec3) -> float:
     """How far a point of the shape moves per radian of the body's turn about its origin, as far as its contacts can
     tell: 0 for a sphere (it fills the same ball however it turns), the core's half length for a capsule (the ends of
-    the segment its radius is around), and the corner of its box ``e`` for the rest (a bound)."""
+    the segment its radius is around), and the corner of its box ``e`` for the rest (a bound). The step's broadphase
+    grows a box by it (``find_pairs``); a substep's reach keeps a ball's spin (``solver.substep_reach``)."""
     if shape == SPHERE:
         return 0.0
     if shape == CAPSULE:

@@ -122,17 +122,7 @@ import warp as wp
 
 import ecs
 
-from .collision import (
-    Contacts,
-    Poses,
-    boxes_apart,
-    boxes_gap,
-    collide,
-    fill_vertices,
-    on_cpu,
-    shape_extent,
-    spin_arm,
-)
+from .collision import Contacts, Poses, boxes_apart, boxes_gap, collide, fill_vertices, on_cpu, shape_extent
 from .geometry import PLANE, is_polyhedron, is_round
 from .grab import GrabJoints
 from .rigid_body import (
@@ -683,16 +673,17 @@ def integrate(
 
 @wp.func
 def substep_reach(bodies: Bodies, poses: Poses, world: int, i: int, h: float, gravity: float, force: wp.vec3) -> float:
-    """How far any point of body ``i`` that its contacts can tell moves in a substep of ``h``: its speed, its spin at
-    its outer radius (``spin_arm``), and what gravity and its force add (a bound, not the exact path)."""
+    """How far any point of body ``i`` can move in a substep of ``h``: its speed, its spin at its outer radius, and
+    what gravity and its force add (a bound, not the exact path). A ball's spin counts here, though no point of the
+    ball moves by it (``collision.spin_arm``, which the step's broadphase uses): the bodies a ball may push take its
+    reach on (``pass_on_reach``), and left out, soak moments resumed from one state went deeper, a seeker run into a
+    plank 57 mm where it goes 12.5 (4 substeps), a box at 200 N into a wall 82 mm where it goes 69.5."""
     response = bodies.response[world, i]
     locked = bodies.locked_by[world, i]
     if not movable(response, locked) and not (response == KINEMATIC and locked == 0):
         return 0.0
-    shape = poses.shape[world, i]
-    e = shape_extent(shape, poses.size[world, i], poses.rotation[world, i])
-    spin = wp.length(bodies.angular_velocity[world, i]) * spin_arm(shape, poses.size[world, i], e)
-    speed = wp.length(bodies.linear_velocity[world, i]) + spin
+    e = shape_extent(poses.shape[world, i], poses.size[world, i], poses.rotation[world, i])
+    speed = wp.length(bodies.linear_velocity[world, i]) + wp.length(bodies.angular_velocity[world, i]) * wp.length(e)
     if movable(response, locked):
         speed += (wp.abs(gravity) + wp.length(force) / bodies.mass[world, i]) * h
     return speed * h

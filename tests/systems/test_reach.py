@@ -170,11 +170,12 @@ def ringed_scene(spun: ShapeType, spin: tuple[float, float, float], turn: float)
 
 @pytest.mark.parametrize("turn", [0.0, 0.33, 0.61])
 def test_a_spinning_ball_reaches_no_further_than_a_still_one(turn):
-    """A ball fills the same space however it turns, so its spin adds nothing to its reach, in the step
-    (``find_pairs``) or a substep (``substep_reach``): a ball spinning at 150 rad/s about any axis in a ring of boxes
-    0.1 m from it pairs with none of them, as a still one, where a cube spun as fast pairs with every one. (A seeker
-    spun out of an overlap at 134 rad/s gave its world 304 contacts, past ``max_contacts``, by the reach of its
-    spin.)"""
+    """A ball fills the same space however it turns, so its spin adds nothing to how far the step's broadphase looks
+    for it (``find_pairs``): a ball spinning at 150 rad/s about any axis in a ring of boxes 0.1 m from it pairs with
+    none of them, as a still one, so its contact rows are with the bodies a still one pairs with alone, where a cube
+    spun as fast pairs with every one. (A seeker spun out of an overlap at 134 rad/s gave its world 304 contacts, past
+    ``max_contacts``, by the reach of its spin.) A substep's reach keeps the ball's spin, for the bodies it may push
+    (``solver.substep_reach``)."""
     cfg = PhysicsConfig(gravity=0.0, max_bodies=8, max_contacts=2048)  # a spun cube's contacts are many
     spins = [(0.0, 0.0, 0.0), (0.0, 0.0, 150.0), (-90.0, 60.0, 98.5), (150.0, 0.0, 0.0)]
     cases = [(shape, spin) for shape in (ShapeType.SPHERE, ShapeType.BOX) for spin in spins]
@@ -185,21 +186,29 @@ def test_a_spinning_ball_reaches_no_further_than_a_still_one(turn):
     alive = scene.column(sim, "alive", "pair")
     reach = scene.column(sim, "substep_reach")
     h = cfg.physics_dt / cfg.physics_substeps
-    contacts = scene.column(sim, "alive", "contact").sum(axis=1)
-    paired = []
+    touching = scene.column(sim, "alive", "contact") != 0
+    contact_a, contact_b = (
+        scene.column(sim, "contact_body_a", "contact"),
+        scene.column(sim, "contact_body_b", "contact"),
+    )
+    paired, touched = [], []
     for w, (shape, spin) in enumerate(cases):
         middle = next(i for i, b in enumerate(worlds[w]) if b.shape == shape and b.size[0] == 0.25)
         on = (alive[w] != 0) & ((pair_a[w] == middle) | (pair_b[w] == middle))
         paired.append(set(np.where(pair_a[w] == middle, pair_b[w], pair_a[w])[on].tolist()))
-        if shape == ShapeType.SPHERE or np.linalg.norm(spin) == 0:
-            assert reach[w, middle] == 0.0, (shape, spin)
-            assert contacts[w] == 0, (shape, spin)
-        else:
+        mine = touching[w] & ((contact_a[w] == middle) | (contact_b[w] == middle))
+        touched.append(set(np.where(contact_a[w] == middle, contact_b[w], contact_a[w])[mine].tolist()))
+        if np.linalg.norm(spin) == 0:
+            assert not touching[w].any(), shape  # 0.1 m apart: beyond the margin
+        if shape == ShapeType.SPHERE:
+            np.testing.assert_allclose(reach[w, middle], np.linalg.norm(spin) * 0.25 * np.sqrt(3) * h, rtol=1e-5)
+        elif np.linalg.norm(spin) > 0:
             assert reach[w, middle] > 0.9 * np.linalg.norm(spin) * 0.25 * np.sqrt(2) * h, (shape, spin)
     for w, (shape, spin) in enumerate(cases):
         still = cases.index((shape, spins[0]))
         if shape == ShapeType.SPHERE:
             assert paired[w] == paired[still], spin  # the boxes whose world-axis boxes overlap the ball's
+            assert touched[w] <= paired[still], spin  # speculative rows with those alone, however fast it spins
         elif w != still:
             assert len(paired[w]) == 6 and paired[w] > paired[still], spin
 
