@@ -169,11 +169,11 @@ def ringed_scene(spun: ShapeType, spin: tuple[float, float, float], turn: float)
 
 
 @pytest.mark.parametrize("turn", [0.0, 0.33, 0.61])
-def test_a_spinning_ball_reaches_no_further_than_a_still_one(turn):
+def test_a_spinning_ball_pairs_as_a_still_one(turn):
     """A ball fills the same space however it turns, so its spin adds nothing to how far the step's broadphase looks
     for it (``find_pairs``): a ball spinning at 150 rad/s about any axis in a ring of boxes 0.1 m from it pairs with
-    none of them, as a still one, so its contact rows are with the bodies a still one pairs with alone, where a cube
-    spun as fast pairs with every one. (A seeker spun out of an overlap at 134 rad/s gave its world 304 contacts, past
+    the boxes a still one pairs with (those whose world-axis boxes overlap its own) and makes contact rows with those
+    alone, where a cube spun as fast pairs with every one. (A seeker spun out of an overlap at 134 rad/s gave its world 304 contacts, past
     ``max_contacts``, by the reach of its spin.) A substep's reach keeps the ball's spin, for the bodies it may push
     (``solver.substep_reach``)."""
     cfg = PhysicsConfig(gravity=0.0, max_bodies=8, max_contacts=2048)  # a spun cube's contacts are many
