@@ -3,7 +3,8 @@
 An oblique pinhole camera looks down at the floor; every pixel casts one ray against the world's
 bodies (``systems.raycast.cast_ray``) and one shadow ray towards the light. Colours by body kind
 (``PALETTE``, also drawn by ``legend``): hiders blue, seekers red, boxes tan, ramps green, walls
-grey, the floor a light checkerboard (darker outside the play area). A locked box or ramp takes its
+grey, the floor a light checkerboard (darker outside the play area). Walls are drawn up to ``WALL_CUT``
+(1 m) by default, a cutaway that shows the room behind the tall outside walls. A locked box or ramp takes its
 locking team's colour, striped. Agents are drawn ``agent_scale`` times their size (standing on the
 floor) so they read at small resolutions, with a white line from their centre along their heading.
 
@@ -47,6 +48,10 @@ RAMP_RGB = wp.constant(wp.vec3(*PALETTE["ramp"]))
 WALL_RGB = wp.constant(wp.vec3(*PALETTE["wall"]))
 FLOOR_RGB = wp.constant(wp.vec3(*PALETTE["floor"]))
 TAN_HALF_FOV = math.tan(math.radians(25.0))
+# m: walls are drawn up to this height by default (``render(wall_cut=...)``): the inner walls (0.5 m) whole, the
+# outside walls (4 m) cut away, so that the room they enclose shows; seen from the camera, a 4 m wall on the near edge
+# of a 6 m floor hid all of it.
+WALL_CUT = 1.0
 
 
 @wp.func
@@ -169,6 +174,7 @@ def render(
     height: int = 180,
     agent_scale: float = 1.6,
     headings: bool = True,
+    wall_cut: float | None = WALL_CUT,
 ) -> np.ndarray:
     """Renders ``worlds`` of a hide-and-seek simulation: uint8 ``[len(worlds), height, width, 3]``.
 
@@ -176,12 +182,17 @@ def render(
         agent_scale: agents are drawn this many times their radius, resting on the floor (>= 1;
             1 draws them as simulated).
         headings: draw a white line from each agent's centre along its heading.
+        wall_cut: upright walls are drawn (and cast shadows) only up to this height in metres, a
+            cutaway: the 4 m outside walls would otherwise hide the room from the oblique camera.
+            ``None`` draws every wall whole.
     """
     worlds = [int(w) for w in worlds]
     if not worlds or min(worlds) < 0 or max(worlds) >= sim.num_worlds:
         raise ValueError(f"worlds must be indices in [0, {sim.num_worlds}), got {worlds}")
     if not (math.isfinite(agent_scale) and agent_scale >= 1.0):
         raise ValueError(f"agent_scale must be a finite number >= 1, got {agent_scale}")
+    if wall_cut is not None and not (math.isfinite(wall_cut) and wall_cut > 0.0):
+        raise ValueError(f"wall_cut must be a finite height > 0 in metres, or None to draw walls whole; got {wall_cut}")
     t = sim.tables["body"]
     cfg = sim.env.config
     cam_pos, fwd, right, up = camera(cfg.floor_size)
@@ -192,6 +203,8 @@ def render(
     agent = (t["alive"].numpy() != 0) & ((kind == HIDER_KIND) | (kind == SEEKER_KIND))
     position[agent, 2] += (agent_scale - 1.0) * size[agent, 0]
     size[agent] *= agent_scale
+    if wall_cut is not None:
+        cut_walls(t["alive"].numpy() != 0, kind, size, position, t["rotation"].numpy(), wall_cut)
     image = wp.zeros((len(worlds), height, width), dtype=wp.vec3, device=sim.device)
     wp.launch(
         render_worlds,
@@ -225,6 +238,21 @@ def render(
                 frames[i], position[w, rows], rotation[w, rows], size[w, rows, 0], cfg.floor_size
             )
     return frames
+
+
+def cut_walls(
+    alive: np.ndarray, kind: np.ndarray, size: np.ndarray, position: np.ndarray, rotation: np.ndarray, cut: float
+) -> None:
+    """Lowers the tops of the live upright walls that rise above ``cut`` (m) to it, in ``size`` and ``position``
+    (half extents and centres, ``[worlds, bodies, 3]``, changed in place); their bottoms stay where they are. A wall
+    is upright when its local z axis is the world's (turned about z only, as hide-and-seek places them)."""
+    x, y = rotation[..., 0], rotation[..., 1]
+    upright = np.abs(1.0 - 2.0 * (x * x + y * y)) > 1.0 - 1.0e-4  # the z row of the rotation matrix, zz entry
+    bottom = position[..., 2] - size[..., 2]
+    tall = alive & (kind == WALL_KIND) & upright & (position[..., 2] + size[..., 2] > cut) & (bottom < cut)
+    half = 0.5 * (cut - bottom[tall])
+    size[tall, 2] = half
+    position[tall, 2] = bottom[tall] + half
 
 
 def _draw_headings(frame: np.ndarray, centres: np.ndarray, quats: np.ndarray, radii: np.ndarray, floor: float):

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import ecs
 import envs
@@ -95,3 +96,65 @@ def test_legend_shows_every_palette_colour():
     assert narrow.shape[0] > strip.shape[0]
     image = np.zeros((30, 120, 3), np.uint8)
     assert render.with_legend(image).shape == (30 + narrow.shape[0], 120, 3)
+
+
+def walled(prob: float) -> ecs.BatchSim:
+    env = envs.make("hide_and_seek", max_episode_steps=30, prep_fraction=0.0, outside_walls_prob=prob)
+    return ecs.BatchSim(env, 1, device="cpu", seed=0)
+
+
+def grey(pixel: np.ndarray) -> bool:
+    """A wall's grey: dim, and bluish by at most a little (walls are (0.45, 0.45, 0.5) before shading)."""
+    r, g, b = (int(c) for c in pixel)
+    return max(r, g, b) < 140 and abs(r - g) < 8 and 0 <= b - r < 20
+
+
+@pytest.mark.parametrize("x", [-1.5, 0.2, 1.8])
+def test_the_tall_outside_walls_are_cut_away_to_show_the_room(x):
+    """The 4 m outside wall on the camera's side hides a hider 0.7 m inside it unless walls are drawn cut at
+    ``wall_cut``; cut, the wall still shows at its foot."""
+    sim = walled(1.0)
+    kind, alive = sim.tensor("body", "kind")[0], sim.tensor("body", "alive")[0]
+    top = (sim.tensor("body", "position")[0] + sim.tensor("body", "size")[0])[:, 2]
+    assert int(((kind == render.WALL_KIND) & (alive != 0) & (top > 3.0)).sum()) == 4
+    # Only the floor, the outside walls and the agents: nothing else stands between the camera and the hider.
+    alive[(kind == render.BOX_KIND) | (kind == render.RAMP_KIND) | ((kind == render.WALL_KIND) & (top < 3.0))] = 0
+    floor = sim.env.config.floor_size
+    hider = agent_rows(sim)[0]
+    sim.tensor("body", "position")[0, hider] = torch.tensor([x, -2.2, sim.env.config.agent_radius])
+    px, py = np.round(render.project(np.array([[x, -2.2, 0.15]]), floor, W, H)[0]).astype(int)
+    foot = np.array([[x + 0.6, -0.5 * floor, 0.3]])  # the near wall's outer face, below the cut
+    fx, fy = np.round(render.project(foot, floor, W, H)[0]).astype(int)
+    seen = {}
+    for cut in (render.WALL_CUT, None):
+        frame = render.render(sim, [0], width=W, height=H, agent_scale=1.0, headings=False, wall_cut=cut)[0]
+        seen[cut] = bool(hue_mask(frame[py - 1 : py + 2, px - 1 : px + 2], "hider").any())
+        assert grey(frame[fy, fx]), (cut, frame[fy, fx])
+    assert seen == {render.WALL_CUT: True, None: False}
+
+
+def test_walls_below_the_cut_are_drawn_whole():
+    """Without outside walls every wall is 0.5 m high, below the cut: the picture is the same either way."""
+    sim = walled(0.0)
+    assert (sim.tensor("body", "kind").numpy()[0] == render.WALL_KIND).any()
+    cut = render.render(sim, [0], width=W, height=H)[0]
+    whole = render.render(sim, [0], width=W, height=H, wall_cut=None)[0]
+    np.testing.assert_array_equal(cut, whole)
+    with pytest.raises(ValueError, match="wall_cut"):
+        render.render(sim, [0], wall_cut=0.0)
+
+
+def test_cut_walls_lowers_only_live_upright_walls_that_rise_above_the_cut():
+    kind = np.array([[render.WALL_KIND] * 4 + [render.BOX_KIND]])
+    alive = np.array([[True, True, False, True, True]])
+    size = np.array([[[1.0, 0.05, 2.0], [1.0, 0.05, 0.25], [1.0, 0.05, 2.0], [1.0, 0.05, 2.0], [0.25, 0.25, 2.0]]])
+    position = np.array([[[0.0, 0.0, 2.0], [0.0, 0.0, 0.25], [0.0, 0.0, 2.0], [0.0, 0.0, 2.0], [0.0, 0.0, 2.0]]])
+    s = math.sin(0.3)
+    rotation = np.array([[[0.0, 0.0, s, math.cos(0.3)]] * 3 + [[s, 0.0, 0.0, math.cos(0.3)], [0.0, 0.0, 0.0, 1.0]]])
+    size_out, position_out = size.copy(), position.copy()
+    render.cut_walls(alive, kind, size_out, position_out, rotation, 1.0)
+    # The tall upright wall now spans z in [0, 1]; the low one, the dead one, the tilted one and the box are as they were.
+    np.testing.assert_allclose(size_out[0, 0], [1.0, 0.05, 0.5])
+    np.testing.assert_allclose(position_out[0, 0], [0.0, 0.0, 0.5])
+    np.testing.assert_array_equal(size_out[0, 1:], size[0, 1:])
+    np.testing.assert_array_equal(position_out[0, 1:], position[0, 1:])
