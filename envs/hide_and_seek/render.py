@@ -189,10 +189,12 @@ def render(
     worlds = [int(w) for w in worlds]
     if not worlds or min(worlds) < 0 or max(worlds) >= sim.num_worlds:
         raise ValueError(f"worlds must be indices in [0, {sim.num_worlds}), got {worlds}")
-    if not (math.isfinite(agent_scale) and agent_scale >= 1.0):
-        raise ValueError(f"agent_scale must be a finite number >= 1, got {agent_scale}")
-    if wall_cut is not None and not (math.isfinite(wall_cut) and wall_cut > 0.0):
-        raise ValueError(f"wall_cut must be a finite height > 0 in metres, or None to draw walls whole; got {wall_cut}")
+    if not (_real(agent_scale) and math.isfinite(agent_scale) and agent_scale >= 1.0):
+        raise ValueError(f"agent_scale must be a finite number >= 1, got {agent_scale!r}")
+    if wall_cut is not None and not (_real(wall_cut) and math.isfinite(wall_cut) and wall_cut > 0.0):
+        raise ValueError(
+            f"wall_cut must be a finite height > 0 in metres, or None to draw walls whole; got {wall_cut!r}"
+        )
     t = sim.tables["body"]
     cfg = sim.env.config
     cam_pos, fwd, right, up = camera(cfg.floor_size)
@@ -200,11 +202,12 @@ def render(
     light /= np.linalg.norm(light)
     # Agents drawn larger: scaled sizes, centres raised so the spheres still rest on the floor.
     kind, size, position = t["kind"].numpy(), t["size"].numpy().copy(), t["position"].numpy().copy()
-    agent = (t["alive"].numpy() != 0) & ((kind == HIDER_KIND) | (kind == SEEKER_KIND))
+    alive = t["alive"].numpy() != 0
+    agent = alive & ((kind == HIDER_KIND) | (kind == SEEKER_KIND))
     position[agent, 2] += (agent_scale - 1.0) * size[agent, 0]
     size[agent] *= agent_scale
     if wall_cut is not None:
-        cut_walls(t["alive"].numpy() != 0, kind, size, position, t["rotation"].numpy(), wall_cut)
+        cut_walls(alive, kind, size, position, t["rotation"].numpy(), wall_cut)
     image = wp.zeros((len(worlds), height, width), dtype=wp.vec3, device=sim.device)
     wp.launch(
         render_worlds,
@@ -238,6 +241,11 @@ def render(
                 frames[i], position[w, rows], rotation[w, rows], size[w, rows, 0], cfg.floor_size
             )
     return frames
+
+
+def _real(value: object) -> bool:
+    """Whether ``value`` is a real number (an int or float, not a bool)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
 def cut_walls(

@@ -140,8 +140,11 @@ def test_walls_below_the_cut_are_drawn_whole():
     cut = render.render(sim, [0], width=W, height=H)[0]
     whole = render.render(sim, [0], width=W, height=H, wall_cut=None)[0]
     np.testing.assert_array_equal(cut, whole)
-    with pytest.raises(ValueError, match="wall_cut"):
-        render.render(sim, [0], wall_cut=0.0)
+    for bad in (0.0, -1.0, float("inf"), float("nan"), "1", True):
+        with pytest.raises(ValueError, match="wall_cut"):
+            render.render(sim, [0], wall_cut=bad)
+    with pytest.raises(ValueError, match="agent_scale"):
+        render.render(sim, [0], agent_scale="2")
 
 
 def test_cut_walls_lowers_only_live_upright_walls_that_rise_above_the_cut():
