@@ -6,7 +6,8 @@ bodies (``systems.raycast.cast_ray``) and one shadow ray towards the light. Colo
 grey, the floor a light checkerboard (darker outside the play area). Walls are drawn up to ``WALL_CUT``
 (1 m) by default, a cutaway that shows the room behind the tall outside walls. A locked box or ramp takes its
 locking team's colour, striped. Agents are drawn ``agent_scale`` times their size (standing on the
-floor) so they read at small resolutions, with a white line from their centre along their heading.
+floor) so they read at small resolutions, with a white line from their top along their heading where the camera
+sees them.
 
 ```python
 from envs.hide_and_seek import render
@@ -144,6 +145,26 @@ def render_worlds(
     image[i, py, px] = c * shade
 
 
+@wp.kernel
+def first_hits(
+    worlds: wp.array[wp.int32],
+    targets: wp.array[wp.vec3],
+    cam_pos: wp.vec3,
+    alive: wp.array2d[wp.int32],
+    shape: wp.array2d[wp.int32],
+    size: wp.array2d[wp.vec3],
+    position: wp.array2d[wp.vec3],
+    rotation: wp.array2d[wp.quat],
+    hits: wp.array[wp.int32],
+):
+    """The body row that the camera's ray towards ``targets[i]`` meets first in world ``worlds[i]``, or -1 where it
+    reaches the point without meeting one."""
+    i = wp.tid()
+    to = targets[i] - cam_pos
+    _t, hit = cast_ray(alive, shape, size, position, rotation, worlds[i], cam_pos, wp.normalize(to), wp.length(to), -1)
+    hits[i] = hit
+
+
 def camera(floor_size: float) -> tuple[wp.vec3, wp.vec3, wp.vec3, wp.vec3]:
     """Position, forward, right and up of the oblique camera for a floor of ``floor_size``."""
     pos = np.array([0.0, -0.95, 1.05]) * floor_size
@@ -181,7 +202,8 @@ def render(
     Args:
         agent_scale: agents are drawn this many times their radius, resting on the floor (>= 1;
             1 draws them as simulated).
-        headings: draw a white line from each agent's centre along its heading.
+        headings: draw a white line from the top of each agent that the camera sees along its heading
+            (none for an agent hidden behind a wall or a box).
         wall_cut: upright walls are drawn (and cast shadows) only up to this height in metres, a
             cutaway: the 4 m outside walls would otherwise hide the room from the oblique camera.
             ``None`` draws every wall whole.
@@ -209,6 +231,11 @@ def render(
     if wall_cut is not None:
         cut_walls(alive, kind, size, position, t["rotation"].numpy(), wall_cut)
     image = wp.zeros((len(worlds), height, width), dtype=wp.vec3, device=sim.device)
+    drawn = (
+        wp.array(size, dtype=wp.vec3, device=sim.device),
+        wp.array(position, dtype=wp.vec3, device=sim.device),
+        t["rotation"],
+    )
     wp.launch(
         render_worlds,
         dim=(len(worlds), height, width),
@@ -224,9 +251,7 @@ def render(
             t["alive"],
             t["kind"],
             t["shape"],
-            wp.array(size, dtype=wp.vec3, device=sim.device),
-            wp.array(position, dtype=wp.vec3, device=sim.device),
-            t["rotation"],
+            *drawn,
             t["locked_by"],
             image,
         ],
@@ -235,8 +260,30 @@ def render(
     frames = (np.clip(image.numpy(), 0.0, 1.0) * 255).astype(np.uint8)
     if headings:
         rotation = t["rotation"].numpy()
+        frame_of, row = np.nonzero(agent[worlds])
+        w_of = np.asarray(worlds, dtype=np.int32)[frame_of]
+        # A line is drawn where the camera sees its agent: the ray towards a point inside the drawn sphere, halfway
+        # from its centre to its top, meets that agent first.
+        inside = position[w_of, row] + np.array([0.0, 0.0, 0.5]) * size[w_of, row, :1]
+        hits = wp.zeros(len(row), dtype=wp.int32, device=sim.device)
+        if len(row):
+            wp.launch(
+                first_hits,
+                dim=len(row),
+                inputs=[
+                    wp.array(w_of, dtype=wp.int32, device=sim.device),
+                    wp.array(inside, dtype=wp.vec3, device=sim.device),
+                    cam_pos,
+                    t["alive"],
+                    t["shape"],
+                    *drawn,
+                ],
+                outputs=[hits],
+                device=sim.device,
+            )
+        seen = hits.numpy() == row
         for i, w in enumerate(worlds):
-            rows = np.nonzero(agent[w])[0]
+            rows = row[seen & (frame_of == i)]
             frames[i] = _draw_headings(
                 frames[i], position[w, rows], rotation[w, rows], size[w, rows, 0], cfg.floor_size
             )

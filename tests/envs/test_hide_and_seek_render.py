@@ -109,19 +109,28 @@ def grey(pixel: np.ndarray) -> bool:
     return max(r, g, b) < 140 and abs(r - g) < 8 and 0 <= b - r < 20
 
 
-@pytest.mark.parametrize("x", [-1.5, 0.2, 1.8])
-def test_the_tall_outside_walls_are_cut_away_to_show_the_room(x):
-    """The 4 m outside wall on the camera's side hides a hider 0.7 m inside it unless walls are drawn cut at
-    ``wall_cut``; cut, the wall still shows at its foot."""
+def hider_inside_the_near_wall(x: float) -> ecs.BatchSim:
+    """A world with its 4 m outside walls, the floor and the agents alone (no boxes, ramps or inner walls), the hider
+    at ``x`` 0.7 m inside the outside wall on the camera's side."""
     sim = walled(1.0)
     kind, alive = sim.tensor("body", "kind")[0], sim.tensor("body", "alive")[0]
     top = (sim.tensor("body", "position")[0] + sim.tensor("body", "size")[0])[:, 2]
     assert int(((kind == render.WALL_KIND) & (alive != 0) & (top > 3.0)).sum()) == 4
-    # Only the floor, the outside walls and the agents: nothing else stands between the camera and the hider.
     alive[(kind == render.BOX_KIND) | (kind == render.RAMP_KIND) | ((kind == render.WALL_KIND) & (top < 3.0))] = 0
+    r = sim.env.config.agent_radius
+    rows = agent_rows(sim)
+    sim.tensor("body", "position")[0, rows[0]] = torch.tensor([x, -2.2, r])
+    for j, row in enumerate(rows[1:]):  # the others in the open, at the back of the room
+        sim.tensor("body", "position")[0, row] = torch.tensor([-2.0 + 1.0 * j, 2.4, r])
+    return sim
+
+
+@pytest.mark.parametrize("x", [-1.5, 0.2, 1.8])
+def test_the_tall_outside_walls_are_cut_away_to_show_the_room(x):
+    """The 4 m outside wall on the camera's side hides a hider 0.7 m inside it unless walls are drawn cut at
+    ``wall_cut``; cut, the wall still shows at its foot."""
+    sim = hider_inside_the_near_wall(x)
     floor = sim.env.config.floor_size
-    hider = agent_rows(sim)[0]
-    sim.tensor("body", "position")[0, hider] = torch.tensor([x, -2.2, sim.env.config.agent_radius])
     px, py = np.round(render.project(np.array([[x, -2.2, 0.15]]), floor, W, H)[0]).astype(int)
     foot = np.array([[x + 0.6, -0.5 * floor, 0.3]])  # the near wall's outer face, below the cut
     fx, fy = np.round(render.project(foot, floor, W, H)[0]).astype(int)
@@ -131,6 +140,27 @@ def test_the_tall_outside_walls_are_cut_away_to_show_the_room(x):
         seen[cut] = bool(hue_mask(frame[py - 1 : py + 2, px - 1 : px + 2], "hider").any())
         assert grey(frame[fy, fx]), (cut, frame[fy, fx])
     assert seen == {render.WALL_CUT: True, None: False}
+
+
+@pytest.mark.parametrize("x", [-1.5, 0.2, 1.8])
+def test_heading_lines_are_drawn_only_for_agents_in_sight(x):
+    """The hider hidden behind the whole near wall gets no heading line over the wall; cut away, it gets its line.
+    An agent in sight either way keeps its line."""
+    sim = hider_inside_the_near_wall(x)
+    floor = sim.env.config.floor_size
+    hider, other = agent_rows(sim)[[0, -1]]
+    pos = sim.tensor("body", "position").numpy()[0]
+    lined = {}
+    for cut in (render.WALL_CUT, None):
+        plain, marked = (render.render(sim, [0], width=W, height=H, headings=h, wall_cut=cut)[0] for h in (False, True))
+        changed = np.abs(marked.astype(int) - plain.astype(int)).sum(axis=-1) > 0
+        ys, xs = np.nonzero(changed)
+        for name, row in (("hider", hider), ("other", other)):
+            top = pos[row] + np.array([0.0, 0.0, (2 * 1.6 - 1) * sim.env.config.agent_radius])  # the drawn top
+            start = render.project(top[None], floor, W, H)[0]
+            lined[name, cut] = int((np.hypot(xs - start[0], ys - start[1]) < 4).sum())
+    assert lined["hider", render.WALL_CUT] > 0 and lined["hider", None] == 0, lined
+    assert lined["other", render.WALL_CUT] > 0 and lined["other", None] > 0, lined
 
 
 def test_walls_below_the_cut_are_drawn_whole():
