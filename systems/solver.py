@@ -60,7 +60,8 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    pass begins with the fixed joints (anchor points together, relative orientation held, zero
    compliance), so the contacts have the last word: a held
    body may lag its holder a little but is never left pressed into a wall or another body,
-   whose push-back the next step would turn into speed;
+   whose push-back the next step would turn into speed. A body held by a holder that turns about the vertical only
+   (an agent) turns about the vertical only while held (``hold_upright``), since the joint leaves it no tilt;
 4. velocities from the pose change over the substep, the angular one from the true angle of the
    turn (``rigid_body.rotation_vector``, the inverse of ``rotate_by``; ``substep_angular_velocity``),
    so a spin comes out of the substep at the rate it went in; a body that no constraint turned
@@ -382,6 +383,16 @@ class MotionLock:
     value: wp.int32
 
 
+@ecs.component(upgrade=ecs.zeros_if_missing)
+class MotionInertia:
+    """Solver scratch: the body's inverse inertia (body frame) as the solver reads it in a substep: its own, but for
+    a body that a holder which turns about the vertical only (an agent) holds by a fixed joint, which then turns about
+    the vertical only too (``hold_upright``). Written for every body at each substep's start before anything
+    reads it, so a state saved before it existed loads it as 0."""
+
+    value: wp.mat33
+
+
 @ecs.component(shape=(8,), upgrade=ecs.zeros_if_missing)
 class BodyVertices:
     """Solver scratch: a polyhedron's vertices in the world frame at the substep's start [m] (rows past its
@@ -419,6 +430,7 @@ SCRATCH_COMPONENTS = (
     VelocityBatch,
     BodyVertices,
     MotionLock,
+    MotionInertia,
 )
 # Solver state kept from step to step (checkpointed, compared across layouts).
 STATE_COMPONENTS = (SleepCount, BodyBefore)
@@ -653,8 +665,10 @@ def integrate(
         w = bodies.angular_velocity[world, i]
         w_body = wp.quat_rotate_inv(q, w)
         w_new = w_body + inv_i * wp.quat_rotate_inv(q, torque) * h
-        # A body with a locked axis (singular inverse inertia: agents turn about z only) has no gyroscopic term.
-        if wp.determinant(inv_i) > 0.0:
+        # A body with a locked axis (singular inverse inertia: agents turn about z only, a held body about the vertical,
+        # ``hold_upright``, whose determinant rounding may leave a hair above 0) has no gyroscopic term.
+        spread = inv_i[0, 0] + inv_i[1, 1] + inv_i[2, 2]
+        if wp.determinant(inv_i) > 1.0e-6 * spread * spread * spread:
             w_new = gyroscopic_step(wp.inverse(inv_i), w_new, h)
         # Only the change goes back to the world frame: quat_rotate scales by |q|^2, which rounding leaves
         # a few 1e-7 off 1, and a free spin would gain that every substep (0.07 % in 10 s at 1/120 s).
@@ -798,6 +812,58 @@ def lock_sleepers(
             elif due:
                 lock = SLEEPING
         bodies.locked_by[world, i] = lock
+
+
+@wp.func
+def turns_about_up_only(inv_inertia: wp.mat33, q: wp.quat) -> bool:
+    """Whether a body of body-frame inverse inertia ``inv_inertia`` and rotation ``q`` turns about the vertical (world
+    z) only: its world-frame inverse inertia has no entry but the zz one (a hide-and-seek agent's)."""
+    r = wp.quat_to_matrix(q)
+    w = r * inv_inertia * wp.transpose(r)
+    off = wp.float32(0.0)
+    for row in range(3):
+        for col in range(3):
+            if row != 2 or col != 2:
+                off = wp.max(off, wp.abs(w[row, col]))
+    return w[2, 2] > 0.0 and off <= 1.0e-5 * w[2, 2]
+
+
+@wp.func
+def turns_about_up_at_most(inv_m: float, q: wp.quat, inv_inertia: wp.mat33) -> bool:
+    """Whether a body (inverse mass ``inv_m``, rotation ``q``, body-frame inverse inertia ``inv_inertia``) turns about
+    the vertical only (``turns_about_up_only``) or not at all."""
+    if inv_m == 0.0:
+        return True
+    zero = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+    for row in range(3):
+        for col in range(3):
+            if inv_inertia[row, col] != 0.0:
+                zero = False
+    return zero or turns_about_up_only(inv_inertia, q)
+
+
+@wp.func
+def hold_upright(bodies: Bodies, inv_inertia: wp.array2d[wp.mat33], joints: GrabJoints, world: int, i: int):
+    """Body ``i``'s inverse inertia (body frame) as the solver reads it this substep (``MotionInertia``): its own
+    (``inv_inertia``), but where a fixed joint (a grab) holds it to a holder that turns about the vertical only
+    (``turns_about_up_only``: an agent), and it could tilt itself, it turns about the vertical only as well, with its
+    moment of inertia about the vertical through its centre, and it keeps only the vertical part of its spin. The
+    joint keeps its pose relative to the holder, so it cannot tilt while held: with its own inertia, a contact's
+    correction tilted it out of a slope and the joint tilted it back in the next pass, and its contacts, found before
+    they moved, never saw the corners that the tilt pushed in (a box held by two hiders against a locked ramp's slope
+    stayed 84 mm deep for steps, tumbling boxes allowed)."""
+    own = inv_inertia[world, i]
+    held = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+    if wp.determinant(own) > 0.0:  # it could tilt
+        for j in range(joints.alive.shape[1]):
+            if joints.alive[world, j] != 0 and joints.joint_body_b[world, j] == i:
+                holder = joints.joint_body_a[world, j]
+                held = held or turns_about_up_only(inv_inertia[world, holder], bodies.rotation[world, holder])
+    if held:
+        up = wp.quat_rotate_inv(bodies.rotation[world, i], wp.vec3(0.0, 0.0, 1.0))  # in the body's frame
+        own = wp.outer(up, up) / wp.dot(up, wp.inverse(own) * up)
+        bodies.angular_velocity[world, i] = wp.vec3(0.0, 0.0, bodies.angular_velocity[world, i][2])
+    bodies.inv_inertia[world, i] = own
 
 
 @wp.func
@@ -1218,6 +1284,13 @@ def solve_joint(
     if dq[3] < 0.0:
         dq = -dq
     dtheta = wp.vec3(dq[0], dq[1], dq[2]) * 2.0
+    if turns_about_up_at_most(ima, qa, bodies.inv_inertia[world, a]) and turns_about_up_at_most(
+        imb, qb, bodies.inv_inertia[world, b]
+    ):
+        # Neither can tilt (an agent and the body it holds, ``hold_upright``): only the turn about the vertical can
+        # be undone, and the part of the error along it, divided by their inverse masses along the error's axis
+        # (small where the error is mostly a tilt), would turn them both far past it.
+        dtheta = wp.vec3(0.0, 0.0, dtheta[2])
     theta = wp.length(dtheta)
     if theta > 1.0e-9:
         axis = dtheta / theta
@@ -2403,6 +2476,7 @@ SolverMotion = ecs.bundle(
         ("velocity_batch", wp.int32),
         ("body_vertices", wp.vec3, (8,)),
         ("motion_lock", wp.int32),
+        ("motion_inertia", wp.mat33),
         ("sleep_count", wp.int32),
         ("body_before", BodyRecord),
     ],
@@ -3300,7 +3374,7 @@ def _step_kernel(
         bodies = Bodies()
         bodies.alive = body_in.alive
         bodies.mass = body_in.mass
-        bodies.inv_inertia = body_in.inv_inertia
+        bodies.inv_inertia = body_out.motion_inertia  # inv_inertia, or about the vertical only (hold_upright)
         bodies.response = body_in.response
         bodies.locked_by = body_out.motion_lock  # locked_by, or SLEEPING for a sleeping body (lock_sleepers)
         bodies.friction = body_in.friction
@@ -3449,6 +3523,8 @@ def _step_kernel(
                     lane,
                     lanes,
                 )
+                for i in range(lane, nb, lanes):
+                    hold_upright(bodies, body_in.inv_inertia, joint_in, world, i)
                 for k in range(lane, last_count, lanes):
                     keep_contact(c, before, impulse, friction, world, k)
                 for i in range(lane, nb, lanes):

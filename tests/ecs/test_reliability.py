@@ -169,12 +169,14 @@ LAST_NORMAL = "table/contact/contact_last_normal"
 # and the config fields its save needs beyond the defaults. 7547d2f: before kept contact rows (no pair records, a
 # 2-wide ``solver_counts``) and before the solver kept each body's shape. 856f1fd: before sleeping too, and before
 # the last pass's ranks and the narrowphase's vertex table; saved with the solver unstaged, then the default. Both
-# lack the contact normals of the substep before (``ContactLastNormal``).
+# lack the contact normals of the substep before (``ContactLastNormal``) and the solver's inverse inertias
+# (``MotionInertia``).
 OLD_HIDE_AND_SEEK = {
     "7547d2f": (
         [
             "table/body/broadphase_reach",
             "table/body/body_before",
+            "table/body/motion_inertia",
             *KEPT_ROWS_RECORDS[:2],
             LAST_NORMAL,
             KEPT_ROWS_RECORDS[2],
@@ -189,6 +191,7 @@ OLD_HIDE_AND_SEEK = {
             "table/body/split_rank",
             "table/body/body_vertices",
             "table/body/motion_lock",
+            "table/body/motion_inertia",
             *KEPT_ROWS_RECORDS[:2],
             LAST_NORMAL,
             KEPT_ROWS_RECORDS[2],

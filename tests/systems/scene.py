@@ -93,6 +93,25 @@ def ball_depth(
     return radius - (float(np.linalg.norm(np.maximum(out, 0.0))) + min(float(out.max()), 0.0))
 
 
+def turn(axis: tuple[float, float, float], angle: float) -> np.ndarray:
+    """The quaternion (x, y, z, w) of a turn by ``angle`` about ``axis`` (normalised here)."""
+    a = np.asarray(axis, dtype=np.float64)
+    return np.array([*(np.sin(angle / 2) * a / np.linalg.norm(a)), np.cos(angle / 2)])
+
+
+def compose(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The quaternion of turning by ``q``, then by ``p``."""
+    (px, py, pz, pw), (qx, qy, qz, qw) = p, q
+    return np.array(
+        [
+            pw * qx + px * qw + py * qz - pz * qy,
+            pw * qy - px * qz + py * qw + pz * qx,
+            pw * qz + px * qy - py * qx + pz * qw,
+            pw * qw - px * qx - py * qy - pz * qz,
+        ]
+    )
+
+
 def quat_matrix(q: np.ndarray) -> np.ndarray:
     """Rotation matrix of the unit quaternion ``q`` (x, y, z, w)."""
     x, y, z, w = q

@@ -621,24 +621,6 @@ def test_find_nan_names_the_system_and_the_world():
         sim.find_nan(1)
 
 
-def _turn(axis: tuple[float, float, float], angle: float) -> np.ndarray:
-    """The quaternion (x, y, z, w) of a turn by ``angle`` about the unit ``axis``."""
-    return np.array([*(math.sin(angle / 2) * np.asarray(axis)), math.cos(angle / 2)])
-
-
-def _compose(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """The quaternion of turning by ``q``, then by ``p``."""
-    (px, py, pz, pw), (qx, qy, qz, qw) = p, q
-    return np.array(
-        [
-            pw * qx + px * qw + py * qz - pz * qy,
-            pw * qy - px * qz + py * qw + pz * qx,
-            pw * qz + px * qy - py * qx + pz * qw,
-            pw * qw - px * qx - py * qy - pz * qz,
-        ]
-    )
-
-
 @pytest.mark.parametrize(
     "degrees, mu, push, yaw, box_first",
     [
@@ -665,7 +647,7 @@ def test_a_box_on_a_fixed_slope_slides_or_holds_as_coulomb_friction_says(degrees
     up, normal = np.array([math.cos(theta), 0.0, math.sin(theta)]), np.array([-math.sin(theta), 0.0, math.cos(theta)])
     middle = np.array([-hx / 3.0, 0.0, hz / 3.0])  # the slope's middle, wedge frame
     wedge_at = np.array([0.0, 0.0, 2.0 / 3.0 * hz])
-    yaw_q = _turn((0.0, 0.0, 1.0), yaw)
+    yaw_q = scene.turn((0.0, 0.0, 1.0), yaw)
     yaw_m = scene.quat_matrix(yaw_q)
     box_at = yaw_m @ (wedge_at + middle + normal * (half + 5e-4))
     force = push * G * (yaw_m @ np.array([1.0, 0.0, 0.0]))
@@ -681,7 +663,7 @@ def test_a_box_on_a_fixed_slope_slides_or_holds_as_coulomb_friction_says(degrees
         ShapeType.BOX,
         size=(half,) * 3,
         position=tuple(box_at),
-        rotation=tuple(_compose(yaw_q, _turn((0.0, 1.0, 0.0), -theta))),
+        rotation=tuple(scene.compose(yaw_q, scene.turn((0.0, 1.0, 0.0), -theta))),
         friction=mu,
     )
     bodies = [scene.floor(friction=mu), box, wedge] if box_first else [scene.floor(friction=mu), wedge, box]

@@ -67,6 +67,7 @@ def test_body_columns_are_the_physics_body_columns():
         "velocity_batch",
         "body_vertices",
         "motion_lock",
+        "motion_inertia",
     }
     assert names - placed == scratch and placed <= names
     assert systems.place_body is place_body and systems.BodyColumns is BodyColumns
