@@ -2,7 +2,8 @@
 
 Checks every ``--check-every`` steps: every observation, reward and body column is finite; no
 spawn overflowed a table (``sim.step()`` raises ``ecs.CapacityError`` otherwise); contact depth
-stays under ``--max-depth`` and body speed under ``--max-speed``; in a level with outside walls,
+stays under ``--max-depth`` and body speed under ``--max-speed`` (and how many world-steps checked went deeper
+than 10 and 20 mm is counted); in a level with outside walls,
 every dynamic body's centre stays within them (none went through them; without them agents may run
 off the floor, as in OpenAI's); resident memory does not grow
 by more than ``--max-growth-mib`` after the first check. Exits 1 on the first violation, naming
@@ -60,6 +61,11 @@ def random_actions(sim: ecs.BatchSim, g: torch.Generator, hold: float = 1.0) -> 
         buf.copy_(fresh)
 
 
+# Depths [mm] past which a checked world-step counts in the summary's ``world_steps_deeper``: the deepest contact
+# of a run is one moment, these counts say how often a config goes that deep.
+DEEP_MM = (10, 20)
+
+
 def check(sim: ecs.BatchSim, step: int, max_depth: float, max_speed: float, worst: dict[str, Any]) -> str | None:
     for key, obs in sim.obs.items():
         if not torch.isfinite(obs.float()).all():
@@ -95,6 +101,11 @@ def check(sim: ecs.BatchSim, step: int, max_depth: float, max_speed: float, wors
     if speed > max_speed:
         return f"a body moves at {speed:.2f} m/s (limit {max_speed})"
     depth = torch.where(sim.tensor("contact", "alive").bool(), sim.tensor("contact", "contact_depth"), -math.inf)
+    per_world = depth.amax(dim=1)
+    deeper = worst.setdefault("deeper", dict.fromkeys(DEEP_MM, 0))
+    for mm in DEEP_MM:
+        deeper[mm] += int((per_world > mm / 1000.0).sum().item())
+    worst["checked"] = worst.get("checked", 0) + per_world.shape[0]
     at = int(depth.argmax().item())
     world, row = divmod(at, depth.shape[1])
     deepest = max(float(depth[world, row].item()), 0.0)
@@ -150,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = -(-args.world_steps // args.num_worlds)
     base_rss, worst_rss, problem = None, 0.0, None
     episodes = 0
-    worst = {"speed": 0.0, "depth": 0.0}
+    worst = {"speed": 0.0, "depth": 0.0, "deeper": dict.fromkeys(DEEP_MM, 0), "checked": 0}
     t0 = time.perf_counter()
     for i in tqdm(range(steps), disable=args.no_progress, unit="step", desc="soak"):
         random_actions(sim, g, hold if i > 0 else 1.0)  # every agent draws at the start
@@ -180,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         "max_body_speed": worst["speed"],
         "max_contact_depth": worst["depth"],
         "deepest_contact_at": worst.get("deepest_at"),
+        "checked_world_steps": worst["checked"],
+        "world_steps_deeper": {f"{mm}mm": n for mm, n in worst["deeper"].items()},
         "problem": problem,
     }
     if args.json:
@@ -192,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         f"soak {verdict}: {summary['world_steps']:,} world-steps on {sim.device} in {elapsed:.0f} s ({args.policy}"
         f"{''.join(f', {k}={v}' for k, v in overrides.items())}), "
         f"{episodes} episodes, memory growth {worst_rss:.1f} MiB, fastest body {worst['speed']:.2f} m/s, "
-        f"deepest contact {worst['depth'] * 1000:.1f} mm{where}"
+        f"deepest contact {worst['depth'] * 1000:.1f} mm{where}; of {worst['checked']:,} world-steps checked, "
+        + ", ".join(f"{n:,} deeper than {mm} mm" for mm, n in worst["deeper"].items())
     )
     return 1 if problem else 0
 

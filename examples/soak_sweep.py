@@ -4,8 +4,9 @@ Runs ``examples/soak.py`` once per config, each in a process of its own (``--job
 (agents hold their move, grab and lock for about 20 steps, as trained agents do), to the full ``--world-steps``
 rather than stopping at the first deep contact, checking every ``--check-every`` steps. A config is ``"default"`` or
 space-separated ``KEY=VALUE`` fields of hide-and-seek's config (``--config``, repeatable; by default ``CONFIGS``, the
-ways users change the env). Writes ``sweep.json``, ``sweep.md`` (a table: the deepest contact and where, the
-fastest body, the verdict against ``--max-depth`` and ``--max-speed``) and ``sweep.png`` into ``--out``, and exits 1
+ways users change the env). Writes ``sweep.json``, ``sweep.md`` (a table: the deepest contact and where, how
+many world-steps went deeper than 10 and 20 mm, the fastest body, the verdict against ``--max-depth`` and
+``--max-speed``) and ``sweep.png`` into ``--out``, and exits 1
 if any config failed a check or did not run.
 
     python examples/soak_sweep.py --out sweep --jobs 2
@@ -112,6 +113,10 @@ def merged(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, An
     row = dict(max(runs, key=lambda r: r["max_contact_depth"]))
     row["max_body_speed"] = max(r["max_body_speed"] for r in runs)
     row["world_steps"] = sum(r["world_steps"] for r in runs)
+    if all("world_steps_deeper" in r for r in runs):  # a soak.py that counts them (an older tree's may not)
+        row["world_steps_deeper"] = {
+            k: sum(r["world_steps_deeper"][k] for r in runs) for k in runs[0]["world_steps_deeper"]
+        }
     row["problem"] = next((r["problem"] for r in runs if r["problem"]), None)
     if row["problem"] and len(runs) > 1:
         row["problem"] = f"seed {next(r['seed'] for r in runs if r['problem'])}: {row['problem']}"
@@ -131,7 +136,7 @@ def merged(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, An
 def _cells(row: dict[str, Any]) -> list[str]:
     """A row's world-steps, deepest contact, where, fastest body and verdict, as table cells."""
     if row["verdict"] == "error":
-        return ["", "", "", "", f"did not run: {row['error']}"]
+        return ["", "", "", "", "", f"did not run: {row['error']}"]
     at = row.get("deepest_contact_at") or {}
     where = f"{at['step']}, {at['world']}, {' on '.join(at['kinds'])}" if at else ""
     if at and "seeds" in row:
@@ -139,7 +144,9 @@ def _cells(row: dict[str, Any]) -> list[str]:
     depth = f"{1000 * row['max_contact_depth']:.1f}"
     if "seeds" in row:
         depth += " (" + ", ".join(f"{1000 * r['max_contact_depth']:.1f}" for r in row["seeds"]) + ")"
-    return [f"{row['world_steps']:,}", depth, where, f"{row['max_body_speed']:.1f}", row["verdict"]]
+    deeper = row.get("world_steps_deeper")
+    often = ", ".join(f"{n:,}" for n in deeper.values()) if deeper else ""
+    return [f"{row['world_steps']:,}", depth, often, where, f"{row['max_body_speed']:.1f}", row["verdict"]]
 
 
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
@@ -155,21 +162,22 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         + f", on {device}.",
         "",
     ]
-    head = ["config", "world-steps", "deepest contact (mm)", "where (step, world, bodies)", "fastest body (m/s)"]
+    often = "world-steps deeper than 10, 20 mm"
+    head = ["config", "world-steps", "deepest contact (mm)", often, "where (step, world, bodies)", "fastest body (m/s)"]
     if args.against:
         lines[0] += f" Beside each figure, the same soak of `{args.against}`."
-        head = [head[0], "world-steps", "deepest contact (mm), here / there", "where, here", "fastest body (m/s)"]
-        head += ["verdict here", "verdict there"]
+        head = [head[0], "world-steps", "deepest contact (mm), here / there", f"{often}, here / there", "where, here"]
+        head += ["fastest body (m/s)", "verdict here", "verdict there"]
     else:
         head.append("verdict")
-    lines += ["| " + " | ".join(head) + " |", "|---|---:|---:|---|---:|" + "---|" * (len(head) - 5)]
+    lines += ["| " + " | ".join(head) + " |", "|---|---:|---:|---:|---|---:|" + "---|" * (len(head) - 6)]
     for row in rows:
         cells = _cells(row)
         if args.against:
             there = _cells(row["against"])
-            cells[1] = f"{cells[1] or '-'} / {there[1] or '-'}"
-            cells[3] = f"{cells[3] or '-'} / {there[3] or '-'}"
-            cells.append(there[4])
+            for i in (1, 2, 4):
+                cells[i] = f"{cells[i] or '-'} / {there[i] or '-'}"
+            cells.append(there[5])
         lines.append(f"| `{row['config']}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

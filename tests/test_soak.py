@@ -90,8 +90,34 @@ def test_soak_takes_a_config_and_a_sticky_policy(tmp_path):
     assert at["step"] % 20 == 0 and 0 <= at["world"] < 4 and at["bodies"][0] != at["bodies"][1], at
     assert set(at["kinds"]) <= {"floor", "wall", "box", "ramp", "hider", "seeker"}, at
     assert f"world {at['world']}, {' on '.join(at['kinds'])})" in r.stdout
+    # 100 steps of 4 worlds, checked every 20th: 20 world-steps checked, and how many of them went deep
+    assert summary["checked_world_steps"] == 20
+    deeper = summary["world_steps_deeper"]
+    assert set(deeper) == {"10mm", "20mm"} and 20 >= deeper["10mm"] >= deeper["20mm"] >= 0, deeper
+    assert f"of 20 world-steps checked, {deeper['10mm']} deeper than 10 mm, {deeper['20mm']} deeper than 20" in r.stdout
     r = soak("--set", "physics_substep=4")
     assert r.returncode == 2 and "--set: unknown config key(s) ['physics_substep']" in r.stderr, r.stderr
+
+
+def test_soak_counts_the_world_steps_that_go_deep():
+    """Each check counts the worlds whose deepest live contact is past 10 and 20 mm (dead rows never count)."""
+
+    import ecs
+    import envs
+
+    soak = _soak_module()
+    sim = ecs.BatchSim(envs.make("hide_and_seek"), 4, device="cpu", seed=2, capture=False)
+    sim.step()
+    alive, depth = sim.tensor("contact", "alive"), sim.tensor("contact", "contact_depth")
+    depth.clamp_(max=0.005)
+    for world, deepest in enumerate((0.015, 0.025, 0.004, 0.2)):
+        depth[world, 0] = deepest
+        alive[world, 0] = 1
+    alive[3, 0] = 0  # a dead row, however deep, does not count
+    worst = {"speed": 0.0, "depth": 0.0}
+    for _ in range(2):
+        assert soak.check(sim, 1, 1.0, 100.0, worst) is None
+    assert worst["checked"] == 8 and worst["deeper"] == {10: 4, 20: 2}
 
 
 @pytest.mark.parametrize("corner", [(2.95, 0.0), (0.4, -3.2), (-2.91, 2.8)])
