@@ -48,7 +48,8 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    wall, which an agent runs into at a lower height). After the last pass's levels, a body that two
    manifolds push from opposite sides against bodies that do not move (``mark_pinched``: a box between
    a wall's end and a frozen seeker) has those manifolds swept ``PINNED_SWEEPS`` times more, since the
-   levels, going by height, gave the last word to one side; and a line of bodies pressed sideways against one that
+   levels, going by height, gave the last word to one side (``SQUEEZED_SWEEPS`` times where the pushes meet at
+   an angle, a wedge it can slide out of: a ramp driven under a wall's edge, which the floor pushes up); and a line of bodies pressed sideways against one that
    does not move, whose contacts lie at different heights, is swept once more outwards from it (``mark_chains``: an
    agent running a plank into a ramp that stands against a plank against a wall); a line pressed from both ends
    (one that bodies which do not move press from each end: a hider squeezed past a frozen seeker into two planks
@@ -214,6 +215,19 @@ RANKED_PASSES = wp.constant(2)
 # of such a body one level at a time, and the last level's push had the last word: a box that a hider swung into a
 # doorway, pinned between the wall's end above and a frozen seeker below, ended steps 4 cm inside the seeker.
 PINNED_SWEEPS = wp.constant(4)
+# A pinched body whose two opposed pushes meet at more than this cosine's angle from head-on (18 degrees) is wedged:
+# it can leave the overlap by sliding out of the wedge, as a ramp that a hider drove into a wall's foot can (its
+# slope pushed down by the wall's edge, up by the floor), but Gauss-Seidel sweeps between the two pushes close the
+# overlap only by a factor of about the squared cosine of the wedge's angle each; its manifolds are swept
+# ``SQUEEZED_SWEEPS`` times (the ramp ended steps 94 mm inside the floor unpinched, 77 mm with ``PINNED_SWEEPS``,
+# 40 mm with 16 sweeps, falling to 10 mm a step later), and so are the other manifolds of the wedged body and of the
+# bodies it touches (soaked, 9 configs x 3 seeds: 760 world-steps deeper than 20 mm where 858 were). A body pushed head-on from both sides is jammed: no
+# motion takes that overlap out, and more sweeps would only pile up its impulses (test_physics_analytic's jammed box).
+WEDGE_COS = wp.constant(0.95)
+# ``mark_pinched``'s flags in ``splits.count``, above the count of sideways pushes kept (0-2): a support pushes the
+# body up, down.
+PUSHED_UP = wp.constant(4)
+PUSHED_DOWN = wp.constant(8)
 # Plain sweeps, after the last pass, over the manifolds of squeezed bodies (``mark_chains``: those of a line pressed
 # from both ends), no body held still, as more passes would. Chain sweeps from either end would push such a line's
 # bodies into each other's places, and two passes alone left it to converge over steps: a hider squeezed between a
@@ -1576,63 +1590,116 @@ def sideways(c: Contacts, world: int, k: int, up: wp.vec3) -> bool:
 
 
 @wp.func
+def pinning_push(c: Contacts, world: int, k: int, body: int, up: wp.vec3) -> wp.vec3:
+    """The push of the manifold at row ``k`` on ``body`` (one of its two bodies), as ``mark_pinched`` compares it: its
+    normal, pointing into ``body``; a support's (a normal within ``acos(SHOCK_COS)`` of ``up``) taken as ``up`` or
+    ``-up``, so that whether a body is pinched between a support and another push does not depend on the order they
+    are listed in."""
+    push = wp.where(c.body_a[world, k] == body, -1.0, 1.0) * c.normal[world, k]
+    along = wp.dot(push, up)
+    if wp.abs(along) >= SHOCK_COS:
+        push = wp.where(along > 0.0, 1.0, -1.0) * up
+    return push
+
+
+@wp.func
 def mark_pinched(
     bodies: Bodies, splits: Splits, c: Contacts, order: wp.array2d[wp.int32], world: int, manifolds: int, up: wp.vec3
 ) -> int:
-    """Marks each body that two manifolds push from opposite sides (within ``BACKED_COS``) against bodies that
-    cannot move, other than along ``up`` (a support), as ``splits.rank`` -1 (pinched), then each manifold that pins
-    one so (``splits.move_a``), and returns whether any body is pinched. Compares each push with the first two kept
-    for its body in ``splits.move`` and ``splits.turn`` (``splits.count`` of them, cleared before). One thread. The
+    """Marks each body that two manifolds push from opposite sides (within ``BACKED_COS``, ``pinning_push``) against
+    bodies that cannot move as ``splits.rank`` -1 (pinched; -2 where it is wedged, ``opposed_push``, and -3 for the
+    bodies that touch a wedged one), then each manifold that pins one so (``splits.move_a`` x: 1, or 2 where it wedges
+    the body) and, where a body is wedged, each manifold that moves a body marked -2 or -3 (x: 2), and returns the
+    most of those flags (0 where no body is pinched). Compares each sideways push with the first two sideways ones kept for its
+    body in ``splits.move`` and ``splits.turn`` and with its supports; each support (pushing along ``up`` or against
+    it) with those two and with the supports pushing the other way. ``splits.count`` (cleared before) holds how many
+    sideways pushes are kept, plus ``PUSHED_UP`` and ``PUSHED_DOWN`` where a support pushes the body so: a floor's
+    supports, which come first in the manifolds' order, then take no place that a wall's push needs. One thread. The
     marks are scratch: the levels of the next pass write the body scratch before they read it."""
     found = wp.int32(0)
     for m in range(manifolds):
         k = order[world, m]
-        # A push along ``up`` (a support) can only oppose another along it, and none such is kept: skip it first.
-        body = wp.int32(-1)
-        if sideways(c, world, k, up):
-            body = pinned_body(bodies, c, world, k)
+        body = pinned_body(bodies, c, world, k)
         if body >= 0:
-            push = wp.where(c.body_a[world, k] == body, -1.0, 1.0) * c.normal[world, k]
-            held = splits.count[world, body]
+            push = pinning_push(c, world, k, body, up)
+            along = wp.dot(push, up)
+            count = splits.count[world, body]
+            held = count % PUSHED_UP
+            opposed = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
             if held > 0 and wp.dot(push, splits.move[world, body]) < -BACKED_COS:
-                splits.rank[world, body] = -1
-                found = 1
+                opposed = True
             if held > 1 and wp.dot(push, splits.turn[world, body]) < -BACKED_COS:
+                opposed = True
+            if (count / PUSHED_UP) % 2 == 1 and along < -BACKED_COS:  # against a support pushing up
+                opposed = True
+            if count / PUSHED_DOWN == 1 and along > BACKED_COS:  # against a support pushing down
+                opposed = True
+            if opposed:
                 splits.rank[world, body] = -1
                 found = 1
-            if held == 0:
+            if wp.abs(along) >= SHOCK_COS:  # a support: its direction in the flags, no place taken
+                flag = wp.where(along > 0.0, PUSHED_UP, PUSHED_DOWN)
+                if (count / flag) % 2 == 0:
+                    splits.count[world, body] = count + flag
+            elif held == 0:
                 splits.move[world, body] = push
-                splits.count[world, body] = 1
+                splits.count[world, body] = count + 1
             elif held == 1:
                 splits.turn[world, body] = push
-                splits.count[world, body] = 2
+                splits.count[world, body] = count + 1
     if found != 0:
-        # Each manifold that pins such a body against a push from the opposite side: ``splits.move_a`` x 1 at its
-        # first row (free once the levels are done), else 0.
+        # Each manifold that pins such a body against a push from the opposite side: ``splits.move_a`` x 1 (2 where it
+        # wedges it) at its first row (free once the levels are done), else 0.
         for m in range(manifolds):
             k = order[world, m]
             body = pinned_body(bodies, c, world, k)
-            pins = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
+            pins = wp.int32(0)
             if body >= 0:  # noqa: SIM102 (Warp evaluates both sides of `and`: no row -1)
-                if splits.rank[world, body] == -1:
-                    pins = opposed_push(bodies, c, order, world, manifolds, k, body)
-            splits.move_a[world, k] = wp.vec3(wp.where(pins, 1.0, 0.0), 0.0, 0.0)
+                if splits.rank[world, body] < 0:
+                    pins = opposed_push(bodies, c, order, world, manifolds, k, body, up)
+                    if pins == 2:
+                        splits.rank[world, body] = -2  # wedged
+            splits.move_a[world, k] = wp.vec3(float(pins), 0.0, 0.0)
+            found = wp.max(found, pins)
+        if found > 1:
+            # Every manifold that moves a wedged body or a body that touches one is swept as the wedge's are: swept
+            # alone, the wedge's had the last word over the body's other contacts (a hider wedged between a ramp and
+            # the floor pressed a seeker 72 mm into a wall), and the wedged body's alone, over its neighbours' (a hider
+            # pinned in the seeker's place pushed the seeker 53 mm into the corner's other wall for a step).
+            for m in range(manifolds):
+                k = order[world, m]
+                a = c.body_a[world, k]
+                b = c.body_b[world, k]
+                if splits.rank[world, a] == -2 and splits.rank[world, b] != -2:
+                    splits.rank[world, b] = -3
+                if splits.rank[world, b] == -2 and splits.rank[world, a] != -2:
+                    splits.rank[world, a] = -3
+            for m in range(manifolds):
+                k = order[world, m]
+                ra = splits.rank[world, c.body_a[world, k]]
+                rb = splits.rank[world, c.body_b[world, k]]
+                if (ra <= -2 and inv_mass_of(bodies, world, c.body_a[world, k]) > 0.0) or (
+                    rb <= -2 and inv_mass_of(bodies, world, c.body_b[world, k]) > 0.0
+                ):
+                    splits.move_a[world, k] = wp.vec3(2.0, 0.0, 0.0)
     return found
 
 
 @wp.func
 def opposed_push(
-    bodies: Bodies, c: Contacts, order: wp.array2d[wp.int32], world: int, manifolds: int, k: int, body: int
-) -> bool:
+    bodies: Bodies, c: Contacts, order: wp.array2d[wp.int32], world: int, manifolds: int, k: int, body: int, up: wp.vec3
+) -> int:
     """Whether another manifold than the one at row ``k`` pushes ``body`` against a body that cannot move, the opposite
-    way to ``k``'s push on it (within ``BACKED_COS``)."""
-    push = wp.where(c.body_a[world, k] == body, -1.0, 1.0) * c.normal[world, k]
-    opposed = bool(False)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
+    way to ``k``'s push on it (within ``BACKED_COS``, ``pinning_push``): 0 where none does, 2 where one of those pushes
+    meets ``k``'s at more than ``acos(WEDGE_COS)`` from head-on (a wedge), else 1."""
+    push = pinning_push(c, world, k, body, up)
+    opposed = wp.int32(0)
     for m in range(manifolds):
         j = order[world, m]
-        if j != k and pinned_body(bodies, c, world, j) == body:  # noqa: SIM102 (Warp evaluates both sides of `and`)
-            if wp.dot(push, wp.where(c.body_a[world, j] == body, -1.0, 1.0) * c.normal[world, j]) < -BACKED_COS:
-                opposed = True
+        if j != k and pinned_body(bodies, c, world, j) == body:
+            cos = wp.dot(push, pinning_push(c, world, j, body, up))
+            if cos < -BACKED_COS:
+                opposed = wp.max(opposed, wp.where(cos > -WEDGE_COS, 2, 1))
     return opposed
 
 
@@ -3865,7 +3932,8 @@ def _step_kernel(
                             if lane == 0:
                                 found = mark_pinched(bodies, splits, c, order, world, manifolds, up)
                                 chains = mark_chains(bodies, splits, c, order, world, manifolds, up, found)
-                                sweeps = wp.max(wp.where(found != 0, PINNED_SWEEPS, 0), chains)
+                                pinned = wp.where(found > 1, SQUEEZED_SWEEPS, wp.where(found != 0, PINNED_SWEEPS, 0))
+                                sweeps = wp.max(pinned, chains)
                             if wp.static(block):
                                 sweeps = block_share(sweeps, lanes)
                             end = manifolds * (sweeps + 1)

@@ -256,6 +256,58 @@ def test_a_ramp_driven_slope_first_into_a_wall_stays_out_of_it_and_the_floor(ram
     np.testing.assert_allclose(x[:, 2], 2 * half / 3, atol=0.002, err_msg="the ramp's height on the floor [m]")
 
 
+# A cube driven under the lower face of a static slab (an eave): slope of that face from the horizontal [deg], push
+# along x [N], the cube's offset along y [m], whether the cube is listed before the slab.
+EAVE = [
+    (slope, force, offset, cube_first)
+    for slope in (30.0, 50.0)
+    for force in (200.0, 800.0)
+    for offset, cube_first in ((0.0, False), (0.13, True))
+]
+
+
+def test_a_cube_driven_into_the_wedge_under_a_slab_and_over_the_floor_stays_out_of_both():
+    """A 1 kg cube on the floor pushed along x by 20 to 80 times its weight into the wedge between the floor and a
+    static slab whose lower face slopes down away from it (30 or 50 degrees), its top edge 2 cm short of that face,
+    at hide-and-seek's step (0.075 s in 8 substeps), for 3 s: the slab's face pushes it down and back at 60 or 40
+    degrees below the horizontal, the floor pushes it up, so it is pinched in a wedge it can only leave backwards
+    (``solver.mark_pinched``, ``WEDGE_COS``), and ends every step less than 1 mm inside either. (With the floor's push
+    left out of the pinch, it rested 10 and 18 mm deep at 800 N; a ramp that a hider drove into a wall's foot in a
+    soak, 94 mm inside the floor.)"""
+
+    def bodies(world: int) -> list[BodySpec]:
+        slope, _, offset, cube_first = EAVE[world]
+        turn = np.radians(slope)  # about y: the slab's -z axis, its lower face's normal, turns to ``down``
+        down = np.array([-np.sin(turn), 0.0, -np.cos(turn)])
+        centre = np.array([HALF + 0.02, offset, 2 * HALF]) - 0.05 * down  # the face 2 cm beyond the top edge
+        slab = BodySpec(
+            ShapeType.BOX,
+            size=(0.6, 1.0, 0.05),
+            position=tuple(float(v) for v in centre),
+            rotation=(0.0, float(np.sin(turn / 2)), 0.0, float(np.cos(turn / 2))),
+            response=Response.STATIC,
+        )
+        cube = BodySpec(ShapeType.BOX, size=(HALF,) * 3, position=(0.0, offset, HALF))
+        return [scene.floor(), *((cube, slab) if cube_first else (slab, cube))]
+
+    cfg = PhysicsConfig(physics_dt=0.075, physics_substeps=8, max_bodies=4)
+    sim = scene.build(bodies, cfg, num_worlds=len(EAVE))
+    rows = [1 if case[3] else 2 for case in EAVE]
+    force = sim.tensor("body", "force")
+    for w, (_, f, _, _) in enumerate(EAVE):
+        force[w, rows[w], 0] = f
+    deepest = np.zeros(len(EAVE))
+    for _ in range(40):
+        sim.step()
+        alive = scene.column(sim, "alive", "contact").astype(bool)
+        deepest = np.maximum(deepest, np.where(alive, scene.column(sim, "contact_depth", "contact"), 0.0).max(axis=1))
+    bad = [(EAVE[w], round(float(deepest[w]) * 1e3, 2)) for w in np.nonzero(deepest > 1e-3)[0]]
+    assert not bad, f"(slope, force, offset, cube first) -> deepest contact [mm]: {bad}"
+    x = scene.column(sim, "position")[np.arange(len(EAVE)), rows]
+    # Held where the slab's face meets its top edge: no further in than 2 cm, no higher than it began.
+    assert np.all(x[:, 0] < 0.02 + 1e-3) and np.all(x[:, 2] < HALF + 0.01), x
+
+
 OBLIQUE = [  # shape, size, approach angle from the wall's normal [rad], spin about z [rad/s], yaw [rad]
     (ShapeType.BOX, (0.1, 0.1, 0.1), 0.0, 0.0, 0.0),
     (ShapeType.BOX, (0.1, 0.1, 0.1), 0.6, 0.0, 0.3),

@@ -5,6 +5,8 @@ where Gauss-Seidel over the same manifolds (``solver.level_manifold`` one after 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import warp as wp
@@ -263,43 +265,64 @@ def mark_pinched_bodies(
     found[world] = solver.mark_pinched(bodies, splits, c, order, world, manifolds, wp.vec3(0.0, 0.0, 1.0))
 
 
-def pinched_reference(pairs, normals, fixed, up=(0.0, 0.0, 1.0)) -> tuple[set[int], list[bool]]:
+def pinched_reference(pairs, normals, fixed, up=(0.0, 0.0, 1.0)) -> tuple[set[int], list[int], list[int]]:
     """Numpy's ``mark_pinched``: in the manifolds' order, each push on a body that the solver moves from a body that
-    cannot move, other than along ``up`` (within ``SHOCK_COS``: a support), is compared with the first two such
-    pushes on it; opposite within ``BACKED_COS``: the body is pinched. Then each manifold of a pinched body against
-    a fixed one pins it when another such manifold pushes it the opposite way."""
+    cannot move, a support's (within ``SHOCK_COS`` of ``up``) taken as ``up`` or ``-up``, is compared with the first
+    two sideways pushes on it and with its supports; opposite within ``BACKED_COS``: the body is pinched. Then each
+    manifold of a pinched body against a fixed one pins it when another such manifold pushes it the opposite way: 2
+    where one of those pushes meets it at more than ``acos(WEDGE_COS)`` from head-on (a wedge), else 1; 0 for none.
+    Returns the pinched bodies, those pins, and the flags ``mark_pinched`` leaves: the pins, but 2 for every manifold
+    that moves a wedged body (one that a manifold pins as a wedge) or a body touching one."""
+    up = np.asarray(up)
+
+    def snapped(push: np.ndarray) -> np.ndarray:
+        along = float(push @ up)
+        return np.sign(along) * up if abs(along) >= solver.SHOCK_COS else push
+
     pushes: dict[int, list[np.ndarray]] = {}
     kept: dict[int, list[np.ndarray]] = {}
+    supports: dict[int, list[np.ndarray]] = {}
     pinched = set()
     for (a, b), n in zip(pairs, normals, strict=True):
         if (a in fixed) == (b in fixed):
             continue
         body = b if a in fixed else a
-        push = np.asarray(n) * (-1.0 if a == body else 1.0)
+        push = snapped(np.asarray(n) * (-1.0 if a == body else 1.0))
         pushes.setdefault(body, []).append(push)
-        if abs(np.dot(push, up)) >= solver.SHOCK_COS:
-            continue  # a support: neither compared nor kept
-        if any(np.dot(push, p) < -solver.BACKED_COS for p in kept.get(body, [])):
+        if any(np.dot(push, p) < -solver.BACKED_COS for p in kept.get(body, []) + supports.get(body, [])):
             pinched.add(body)
-        if len(kept.setdefault(body, [])) < 2:
+        if abs(push @ up) >= solver.SHOCK_COS:
+            supports.setdefault(body, []).append(push)  # a support: compared, and no place taken
+        elif len(kept.setdefault(body, [])) < 2:
             kept[body].append(push)
     pins = []
     for (a, b), n in zip(pairs, normals, strict=True):
         body = b if a in fixed else a
         if (a in fixed) == (b in fixed) or body not in pinched:
-            pins.append(False)
+            pins.append(0)
             continue
-        push = np.asarray(n) * (-1.0 if a == body else 1.0)
-        pins.append(sum(np.dot(push, p) < -solver.BACKED_COS for p in pushes[body]) > 0)
-    return pinched, pins
+        push = snapped(np.asarray(n) * (-1.0 if a == body else 1.0))
+        opposed = [float(np.dot(push, p)) for p in pushes[body] if np.dot(push, p) < -solver.BACKED_COS]
+        pins.append(max((2 if cos > -solver.WEDGE_COS else 1 for cos in opposed), default=0))
+    wedged = {b if a in fixed else a for (a, b), pin in zip(pairs, pins, strict=True) if pin == 2}
+    near = wedged | {a + b - w for a, b in pairs for w in wedged if w in (a, b)}
+    flags = [
+        2 if any(body in near and body not in fixed for body in pair) else pin
+        for pair, pin in zip(pairs, pins, strict=True)
+    ]
+    return pinched, pins, flags
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_pinched_bodies_are_those_pushed_from_opposite_sides_by_bodies_that_cannot_move(seed):
     """A cube between two walls that both touch it, a cube between a wall and a locked box, a cube against one wall,
-    a cube in a corner of two walls, and one there with a locked box on its far side from one of them, on a floor,
-    listed and their manifolds taken in shuffled orders: ``mark_pinched`` marks the first two and the last (numpy's
-    reference), not the others, and the manifolds that pin them."""
+    a cube in a corner of two walls, one there with a locked box on its far side from one of them, a cube under the
+    edge of a static slab that pushes it 40 degrees below the horizontal (a wedge with the floor), one whose slab
+    pushes it 20 degrees below, a cube under a locked box, and a cube beside the wedged one, on a floor, listed and
+    their manifolds taken in shuffled orders: ``mark_pinched`` marks the first two, the fifth, the 40-degree wedge and
+    the cube under the locked box (numpy's reference), not the others, the manifolds that pin them, those of the
+    wedge as such, and every manifold of the wedged cube and the cube beside it as the wedge's. (Before supports were
+    compared, no wedge was pinched: a ramp that a hider drove into a wall's foot stayed 94 mm inside the floor.)"""
     rng = np.random.default_rng(seed)
     h = HALF
     wall = lambda x, y, sx, sy: BodySpec(  # noqa: E731
@@ -327,10 +350,31 @@ def test_pinched_bodies_are_those_pushed_from_opposite_sides_by_bodies_that_cann
             extra={"locked_by": 1},
         ),
     ]
+    for slope, x in ((50.0, 3.0), (70.0, 1.5)):
+        # A static slab whose lower face, ``slope`` degrees from the horizontal, touches the cube's top edge (1 mm
+        # deep): its push on the cube, along that face's normal, is 90 - ``slope`` degrees below the horizontal.
+        turn = math.radians(slope)  # about y: the slab's -z axis, its lower face's normal, turns to d
+        d = np.array([-math.sin(turn), 0.0, -math.cos(turn)])
+        centre = np.array([x + h, 3.0, 2.0 * h]) - 0.049 * d
+        parts += [
+            BodySpec(ShapeType.BOX, size=(h, h, h), position=(x, 3.0, h)),
+            BodySpec(
+                ShapeType.BOX,
+                size=(0.3, 0.4, 0.05),
+                position=tuple(float(v) for v in centre),
+                rotation=(0.0, math.sin(turn / 2), 0.0, math.cos(turn / 2)),
+                response=Response.STATIC,
+            ),
+        ]
+    parts += [  # a cube under a locked box resting on it, 1 mm deep
+        BodySpec(ShapeType.BOX, size=(h, h, h), position=(-3.0, 3.0, h)),
+        BodySpec(ShapeType.BOX, size=(h, h, h), position=(-3.0, 3.0, 3 * h - 0.001), extra={"locked_by": 1}),
+        BodySpec(ShapeType.BOX, size=(h, h, h), position=(3.0 - 2 * h + 0.001, 3.0, h)),  # beside the 40-degree wedge
+    ]
     perm = rng.permutation(len(parts))
     bodies = [scene.floor(), *[parts[i] for i in perm]]
     row = {int(p): 1 + i for i, p in enumerate(perm)}  # part -> table row
-    sim = scene.build(bodies, PhysicsConfig(max_bodies=16))
+    sim = scene.build(bodies, PhysicsConfig(max_bodies=24))
     sim.step()
     contact = sim.tables["contact"]
     count = int(contact["alive"].numpy()[0].sum())
@@ -353,9 +397,14 @@ def test_pinched_bodies_are_those_pushed_from_opposite_sides_by_bodies_that_cann
         inputs=[solver_bodies, splits, c, wp.array([starts], dtype=wp.int32), len(starts), found],
     )
     pairs = [(int(a[k]), int(b[k])) for k in starts]
-    pinched, pins = pinched_reference(pairs, [normal[k] for k in starts], fixed)
-    assert pinched == {row[2], row[4], row[13]}, (pinched, row)
-    got = {i for i in range(len(bodies)) if body["split_rank"].numpy()[0, i] == -1}
-    assert got == pinched and int(found.numpy()[0]) == 1
-    flags = [bool(copied["contact_move_a"].numpy()[0, k, 0] > 0.0) for k in starts]
-    assert flags == pins and sum(pins) == 6  # two walls'; a wall's and a locked box's; a wall's and a locked box's
+    pinched, pins, marks = pinched_reference(pairs, [normal[k] for k in starts], fixed)
+    assert pinched == {row[2], row[4], row[13], row[15], row[19]}, (pinched, row)
+    got = {i for i in range(len(bodies)) if body["split_rank"].numpy()[0, i] in (-1, -2)}  # pinched, wedged
+    assert got == pinched and int(found.numpy()[0]) == 2
+    flags = [int(copied["contact_move_a"].numpy()[0, k, 0]) for k in starts]
+    # Two walls'; a wall's and a locked box's, twice; the floor's and the locked box's (head-on: 1 each); the floor's
+    # and the slab's (a wedge: 2 each).
+    assert sorted(pins)[-10:] == [1] * 8 + [2] * 2 and sum(pins) == 12
+    # Those, but 2 for each manifold that moves the wedged cube or the cube beside it: the floor's, the slab's and
+    # the other cube's under the one, the floor's under the other.
+    assert flags == marks and marks.count(2) == 4 and sum(marks) == 8 + 4 * 2, (flags, marks)
