@@ -221,8 +221,9 @@ PINNED_SWEEPS = wp.constant(4)
 # overlap only by a factor of about the squared cosine of the wedge's angle each; its manifolds are swept
 # ``SQUEEZED_SWEEPS`` times (the ramp ended steps 94 mm inside the floor unpinched, 77 mm with ``PINNED_SWEEPS``,
 # 40 mm with 16 sweeps, falling to 10 mm a step later), and so are the other manifolds of the wedged body and of the
-# bodies it touches (soaked, 9 configs x 3 seeds: 760 world-steps deeper than 20 mm where 858 were). A body pushed head-on from both sides is jammed: no
-# motion takes that overlap out, and more sweeps would only pile up its impulses (test_physics_analytic's jammed box).
+# bodies it touches (soaked, 9 configs x 3 seeds: 760 world-steps deeper than 20 mm where 858 were). A body pushed
+# head-on from both sides is jammed: no motion takes that overlap out, and more sweeps would only pile up its impulses
+# (test_physics_analytic's jammed box).
 WEDGE_COS = wp.constant(0.95)
 # ``mark_pinched``'s flags in ``splits.count``, above the count of sideways pushes kept (0-2): a support pushes the
 # body up, down.
@@ -846,14 +847,9 @@ def turns_about_up_only(inv_inertia: wp.mat33, q: wp.quat) -> bool:
 def turns_about_up_at_most(inv_m: float, q: wp.quat, inv_inertia: wp.mat33) -> bool:
     """Whether a body (inverse mass ``inv_m``, rotation ``q``, body-frame inverse inertia ``inv_inertia``) turns about
     the vertical only (``turns_about_up_only``) or not at all."""
-    if inv_m == 0.0:
+    if inv_m == 0.0 or wp.trace(inv_inertia) <= 0.0:  # an inverse inertia is positive semi-definite: 0 then
         return True
-    zero = bool(True)  # noqa: UP018 (Warp: a variable changed in a loop must be declared dynamic)
-    for row in range(3):
-        for col in range(3):
-            if inv_inertia[row, col] != 0.0:
-                zero = False
-    return zero or turns_about_up_only(inv_inertia, q)
+    return turns_about_up_only(inv_inertia, q)
 
 
 @wp.func
@@ -1610,12 +1606,13 @@ def mark_pinched(
     bodies that cannot move as ``splits.rank`` -1 (pinched; -2 where it is wedged, ``opposed_push``, and -3 for the
     bodies that touch a wedged one), then each manifold that pins one so (``splits.move_a`` x: 1, or 2 where it wedges
     the body) and, where a body is wedged, each manifold that moves a body marked -2 or -3 (x: 2), and returns the
-    most of those flags (0 where no body is pinched). Compares each sideways push with the first two sideways ones kept for its
-    body in ``splits.move`` and ``splits.turn`` and with its supports; each support (pushing along ``up`` or against
-    it) with those two and with the supports pushing the other way. ``splits.count`` (cleared before) holds how many
-    sideways pushes are kept, plus ``PUSHED_UP`` and ``PUSHED_DOWN`` where a support pushes the body so: a floor's
-    supports, which come first in the manifolds' order, then take no place that a wall's push needs. One thread. The
-    marks are scratch: the levels of the next pass write the body scratch before they read it."""
+    most of those flags (0 where no body is pinched). Compares each sideways push with the first two sideways ones
+    kept for its body in ``splits.move`` and ``splits.turn`` and with its supports; each support (pushing along
+    ``up`` or against it) with those two and with the supports pushing the other way. ``splits.count`` (cleared
+    before) holds how many sideways pushes are kept, plus ``PUSHED_UP`` and ``PUSHED_DOWN`` where a support pushes
+    the body so: a floor's supports, which come first in the manifolds' order, then take no place that a wall's push
+    needs. One thread. The marks are scratch: the levels of the next pass write the body scratch before they read
+    it."""
     found = wp.int32(0)
     for m in range(manifolds):
         k = order[world, m]
