@@ -223,10 +223,9 @@ def corner_scene(mass: float, yaw: float, first: bool, shift: float) -> tuple[li
     Listed floor, wall, ramp, agent, ball, or floor, ball, agent, wall, ramp. Returns the bodies, the agent's row and
     the ramp's."""
     along = np.array([math.cos(yaw), math.sin(yaw), 0.0])
-    ramp_at = np.array([shift + 0.3, 1.1, 2 * HALF / 3])
     # The wedge's bounding box centre is a third of its half length behind its origin: 3 mm clear of the wall.
     footprint = HALF * (abs(math.cos(yaw)) + abs(math.sin(yaw)))
-    ramp_at[0] = shift + 0.003 + footprint + HALF / 3 * math.cos(yaw)
+    ramp_at = np.array([shift + 0.003 + footprint + HALF / 3 * math.cos(yaw), 1.1, 2 * HALF / 3])
     agent_at = ramp_at + 0.47 * along
     agent_at[2] = RADIUS
     ball_at = agent_at + (2 * RADIUS + 0.01) * np.array([1.0, -1.0, 0.0]) / math.sqrt(2.0)
@@ -279,7 +278,7 @@ def test_a_light_held_ramp_dragged_into_a_corner_stays_out_of_it_and_stops_its_h
     ramp = np.array([r for _, _, r in built])
     worlds = np.arange(len(CORNER))
     inv = scene.column(sim, "inv_inertia")
-    for w, (mass, *_) in enumerate(CORNER):
+    for w, (mass, *_) in enumerate(CORNER):  # upright, its moment about z its bounding box's
         inv[w, ramp[w]] = 0.0
         inv[w, ramp[w], 2, 2] = 1.0 / scene.box_inertia((HALF,) * 3, mass)[2, 2]
     sim.tables["body"]["inv_inertia"].assign(inv)
