@@ -8,7 +8,10 @@ simulation of its own at ``--at`` and plays the world's actions there: with noth
 steps as it did among the others (the worlds do not interact), so ``--then KEY=VALUE`` (another config from then
 on, e.g. ``physics_substeps=16``) shows what a setting does to that very moment, and ``--split`` steps it one substep
 at a time (``physics_dt`` divided by the substeps, one substep a step), so the printout shows the substep where a
-contact went deep.
+contact went deep. The env's own systems then run at every substep too (agents act, grab and lock, and the step
+count advances a substep at a time), so a split world parts from the original where an agent grabs or locks within
+the step: a hider that ran into a sleeping ramp in the step of a grab held it from the second substep on where the
+original never grabbed it (``ramp_mass=0.2``, seed 1, world 108, step 68). Compare the ``held`` lines of the two.
 
     python examples/soak_replay.py --seed 2 --set box_mass=0.3 --world 107 --at 52 --steps 2
     python examples/soak_replay.py --seed 2 --set box_mass=0.3 --world 107 --at 52 --steps 1 --resume --split \\
