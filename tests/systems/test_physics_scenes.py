@@ -18,6 +18,7 @@ phase (a body's position within one substep of travel), which hid these cases be
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pytest
@@ -366,21 +367,6 @@ SCISSORS = [  # V opening [rad], spin of the turning plank [rad/s], it listed fi
 ]
 
 
-def corner_depths(x: np.ndarray, q: np.ndarray, half: tuple[float, float, float]) -> float:
-    """How far the deepest corner of either of two upright boxes side by side at one height (poses ``x[0:2]``,
-    ``q[0:2]``) lies inside the other in the ground plane, from their poses alone (0 where none does): a
-    reference that no contact table informs."""
-    deepest = 0.0
-    h = np.array(half)
-    corners = np.array([[sx, sy, 0.0] for sx in (-1, 1) for sy in (-1, 1)]) * h
-    for i, j in ((0, 1), (1, 0)):
-        world = x[i] + corners @ scene.quat_matrix(q[i]).T
-        local = (world - x[j]) @ scene.quat_matrix(q[j])
-        inside = (h[:2] - np.abs(local[:, :2])).min(axis=1)  # the depth below the nearest side face, < 0 outside
-        deepest = max(deepest, float(inside.max()))
-    return deepest
-
-
 def deepest_over_steps(
     sim: ecs.BatchSim, steps: int, depth: Callable[[np.ndarray, np.ndarray, tuple[float, float, float]], float]
 ) -> np.ndarray:
@@ -431,7 +417,7 @@ def test_a_plank_swung_shut_onto_another_like_scissors_stops_at_its_face():
     cfg = PhysicsConfig(gravity=0.0, physics_dt=0.075 / 8, physics_substeps=1)
 
     sim = scene.build(scissors, cfg, num_worlds=len(SCISSORS))
-    deepest = deepest_over_steps(sim, 48, corner_depths)
+    deepest = deepest_over_steps(sim, 48, partial(deepest_corner, in_plane=True))
     deep = {SCISSORS[w]: round(float(deepest[w]) * 1000, 1) for w in np.nonzero(deepest > 0.005)[0]}
     assert not deep, f"(opening, spin, listed first, flipped, side, yaw) -> deepest corner [mm]: {deep}"
 
@@ -488,16 +474,20 @@ def book(world: int) -> list[BodySpec]:
     return [a, b] if first else [b, a]
 
 
-def deepest_corner(x: np.ndarray, q: np.ndarray, half: tuple[float, float, float]) -> float:
+def deepest_corner(x: np.ndarray, q: np.ndarray, half: tuple[float, float, float], *, in_plane: bool = False) -> float:
     """How far the deepest corner of either of two boxes (poses ``x[0:2]``, ``q[0:2]``) lies inside the other, from
-    their poses alone (0 where none does)."""
+    their poses alone (0 where none does): a reference that no contact table informs. ``in_plane``: of two upright
+    boxes side by side at one height, their corners at mid-height, inside the other in the ground plane."""
     deepest = 0.0
     h = np.array(half)
-    corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * h
+    axes = 2 if in_plane else 3
+    heights = (0.0,) if in_plane else (-1.0, 1.0)
+    corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in heights]) * h
     for i, j in ((0, 1), (1, 0)):
         world = x[i] + corners @ scene.quat_matrix(q[i]).T
         local = (world - x[j]) @ scene.quat_matrix(q[j])
-        deepest = max(deepest, float((h - np.abs(local)).min(axis=1).max()))
+        # the depth below the nearest face, < 0 outside
+        deepest = max(deepest, float((h[:axes] - np.abs(local[:, :axes])).min(axis=1).max()))
     return deepest
 
 
@@ -592,7 +582,7 @@ def test_a_line_pressed_from_both_ends_gives_way_without_passing_into_itself():
         sim.step()
         x, q = scene.column(sim, "position"), scene.column(sim, "rotation")
         for w in range(len(SQUEEZE)):
-            depths = [corner_depths(x[w, 1:3], q[w, 1:3], PLANK)]
+            depths = [deepest_corner(x[w, 1:3], q[w, 1:3], PLANK, in_plane=True)]
             depths += [
                 scene.ball_depth(x[w, ball], BALL, x[w, plank], q[w, plank], PLANK)
                 for ball in (3, 4, 5)
