@@ -132,7 +132,7 @@ import warp as wp
 import ecs
 
 from .collision import Contacts, Poses, boxes_apart, boxes_gap, collide, fill_vertices, on_cpu, shape_extent
-from .geometry import PLANE, is_polyhedron, is_round
+from .geometry import PLANE, WEDGE, is_polyhedron, is_round, slope_normal
 from .grab import GrabJoints
 from .rigid_body import (
     DYNAMIC,
@@ -289,6 +289,9 @@ SETTLED = wp.constant(1.0e-7)  # m: a manifold's sweeps stop once the last one m
 SHOCK_COS = wp.constant(0.85)
 # m: points of a face that no normal impulse turns share its load when they lie within this of its deepest
 SHARE_GAP = wp.constant(1.0e-4)
+# A round body's contact whose normal lies within acos(FACE_COS) (0.8 degrees) of a face normal of the polyhedron it
+# touches presses that face: its normal turns with the polyhedron in the solve (``point_normal``).
+FACE_COS = wp.constant(0.9999)
 # Sleeping (``sleep_substeps``, PhysicsConfig): a body that has stayed slower than SLEEP_SPEED [m/s] and turned slower
 # than SLEEP_SPIN [rad/s] at the end of ``sleep_substeps`` substeps in a row sleeps: the solver holds it still as it
 # holds a locked body (its ``motion_lock`` reads SLEEPING), so the contacts between sleeping and static bodies cost
@@ -1995,7 +1998,8 @@ def level_manifold(
     points that touched then; the normal constraint on the points of the surfaces that face each
     other now: the same material points for flat faces, but for a round body (radius
     ``round_radius``; 0 for others) the point of its surface along the normal, so that a
-    rolling ball keeps pressing on the slope instead of lifting the point it touched.
+    rolling ball keeps pressing on the slope instead of lifting the point it touched. A round body's contact with a
+    face of a polyhedron meets the face's plane as it turns with the polyhedron (``point_normal``).
     """
     a = c.body_a[world, k]
     b = c.body_b[world, k]
@@ -2025,6 +2029,7 @@ def level_manifold(
             round_radius(poses, world, b),
             split_a,
             split_b,
+            face_points(poses, bodies, c, world, k, manifold_end(c, world, k, count)),
         )
         if jacobi:
             splits.move_a[world, k] = dxa
@@ -2203,6 +2208,8 @@ class PairStart:
     q_b_prev: wp.quat
     round_a: wp.float32
     round_b: wp.float32
+    first: wp.int32  # the manifold's first row
+    faces: wp.int32  # bit i: point ``first + i`` is round A's on a face of polyhedron B (``face_points``)
     ia: wp.mat33
     ib: wp.mat33
     ima: wp.float32
@@ -2220,11 +2227,57 @@ def point_slip(c: Contacts, world: int, k: int, pair: PairStart) -> wp.vec3:
 
 
 @wp.func
-def point_arms(c: Contacts, world: int, k: int, pair: PairStart):
-    """The arms of contact ``k``'s points that face each other now (``facing_arm``), from each body's centre."""
+def on_face(shape: wp.int32, size: wp.vec3, n: wp.vec3) -> bool:
+    """Whether ``n`` (body frame) lies within ``acos(FACE_COS)`` of a face normal of a box or wedge."""
+    if wp.max(wp.max(wp.abs(n[0]), wp.abs(n[1])), wp.abs(n[2])) > FACE_COS:
+        return True
+    return shape == WEDGE and wp.abs(wp.dot(n, slope_normal(size))) > FACE_COS
+
+
+@wp.func
+def face_points(poses: Poses, bodies: Bodies, c: Contacts, world: int, start: int, end: int) -> wp.int32:
+    """Of a round body A's manifold with a polyhedron B, the points that press a face of B (bit ``i`` for point
+    ``start + i``; ``point_normal``): their normals, found at the substep's start, are face normals of B then.
+    0 for other pairs."""
+    b = c.body_b[world, start]
+    faces = wp.int32(0)
+    if is_round(poses.shape[world, c.body_a[world, start]]) and is_polyhedron(poses.shape[world, b]):
+        q = bodies.prev_rotation[world, b]
+        for i in range(wp.min(end - start, MAX_MANIFOLD)):
+            if on_face(poses.shape[world, b], poses.size[world, b], wp.quat_rotate_inv(q, c.normal[world, start + i])):
+                faces = faces | (1 << i)
+    return faces
+
+
+@wp.func
+def point_normal(c: Contacts, world: int, k: int, pair: PairStart) -> wp.vec3:
+    """Contact ``k``'s normal at the poses the manifold's solve starts from. A round body pressing a face of a
+    polyhedron (A round, B a box or wedge, ``face_points``) meets the face's plane, which turns with B: so does the
+    normal, since the substep began. Kept as found, a ball run along the face of a box spinning at 25 rad/s slid 86
+    mm along it in a substep of hide-and-seek's while the face turned 13 degrees off the normal, and ended substeps
+    10-34 mm inside (``test_a_ball_run_at_a_spinning_box_stays_out_of_it``). An edge's or corner's normal stays as
+    found: turned with B, the plane through the edge sweeps round with it, and struck balls that would have passed
+    the edge 44 mm off."""
     n = c.normal[world, k]
-    ra = facing_arm(pair.rot_a * c.offset_a[world, k], pair.rot_a, pair.q_a_prev, n * pair.round_a)
-    rb = facing_arm(pair.rot_b * c.offset_b[world, k], pair.rot_b, pair.q_b_prev, -n * pair.round_b)
+    if ((pair.faces >> (k - pair.first)) & 1) != 0:
+        n = pair.rot_b * wp.quat_rotate_inv(pair.q_b_prev, n)
+    return n
+
+
+@wp.func
+def point_arms(c: Contacts, world: int, k: int, pair: PairStart):
+    """The arms of contact ``k``'s points that face each other now (``facing_arm``), from each body's centre, along
+    its normal now (``point_normal``). Where that normal turns with polyhedron B, B's point is the one under A's on
+    B's face plane through the anchor (the point the ball presses now, wherever it slid), so that B's turn moves the
+    depth by what it does to the plane."""
+    n0 = c.normal[world, k]
+    n = point_normal(c, world, k, pair)
+    ra = facing_arm(pair.rot_a * c.offset_a[world, k], pair.rot_a, pair.q_a_prev, n0 * pair.round_a)
+    rb = facing_arm(pair.rot_b * c.offset_b[world, k], pair.rot_b, pair.q_b_prev, -n0 * pair.round_b)
+    if ((pair.faces >> (k - pair.first)) & 1) != 0:
+        ra += (n - n0) * pair.round_a  # A's surface point along the normal now
+        pa = pair.xa + ra - pair.xb
+        rb = pa - n * wp.dot(pa - rb, n)
     return ra, rb
 
 
@@ -2232,7 +2285,7 @@ def point_arms(c: Contacts, world: int, k: int, pair: PairStart):
 def point_depth(c: Contacts, world: int, k: int, pair: PairStart) -> float:
     """Contact ``k``'s depth at the poses the manifold's solve starts from (``manifold_corrections``)."""
     ra, rb = point_arms(c, world, k, pair)
-    return wp.dot((pair.xa + ra) - (pair.xb + rb), c.normal[world, k])
+    return wp.dot((pair.xa + ra) - (pair.xb + rb), point_normal(c, world, k, pair))
 
 
 @wp.func
@@ -2241,7 +2294,7 @@ def point_rows(c: Contacts, world: int, k: int, pair: PairStart):
     arms' cross products with the normal (``r x n``), the depth, the inverse of the point's effective mass, the
     anchors' slip since the substep began, and the turning part of the effective inverse mass. A CPU thread keeps
     them per point; a GPU thread finds them again where it needs them (the same values)."""
-    n = c.normal[world, k]
+    n = point_normal(c, world, k, pair)
     ra, rb = point_arms(c, world, k, pair)
     ca = wp.cross(ra, n)
     cb = wp.cross(rb, n)
@@ -2264,6 +2317,7 @@ def manifold_corrections(
     round_b: float,
     split_a: float,
     split_b: float,
+    faces: wp.int32,
 ):
     """The motion ``level_manifold`` gives the two bodies of one manifold from their present poses:
     translations ``dxa``, ``dxb`` [m] and rotation vectors ``dqa``, ``dqb`` [rad], world frame, not
@@ -2271,6 +2325,7 @@ def manifold_corrections(
 
     ``split_a``, ``split_b``: each body's inverse mass and inverse inertia are multiplied by these
     (1 for a body solved alone; its split count in a Jacobi step of a level, see ``solve_level``).
+    ``faces``: the points of a round body that press a face of a polyhedron (``face_points``).
     """
     a = c.body_a[world, start]
     b = c.body_b[world, start]
@@ -2305,6 +2360,8 @@ def manifold_corrections(
     pair.q_b_prev = bodies.prev_rotation[world, b]
     pair.round_a = round_a
     pair.round_b = round_b
+    pair.first = start
+    pair.faces = faces
     pair.ia = ia
     pair.ib = ib
     pair.ima = ima
@@ -2393,7 +2450,7 @@ def manifold_corrections(
             hi = lo + block
             for slot in range(lo, hi):
                 i = wp.where(backwards, count - 1 - slot, slot)
-                n = c.normal[world, start + i]
+                n = point_normal(c, world, start + i, pair)
                 ca = wp.vec3(0.0, 0.0, 0.0)
                 cb = wp.vec3(0.0, 0.0, 0.0)
                 depth_at_start = wp.float32(0.0)
@@ -2436,7 +2493,7 @@ def manifold_corrections(
                 f_old = friction[world, k]
                 lam = impulse[world, k]
                 if lam > 0.0 or wp.length_sq(f_old) > 0.0:
-                    n = c.normal[world, k]
+                    n = point_normal(c, world, k, pair)
                     ra = wp.vec3(0.0, 0.0, 0.0)
                     rb = wp.vec3(0.0, 0.0, 0.0)
                     slip_at_start = wp.vec3(0.0, 0.0, 0.0)
