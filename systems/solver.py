@@ -132,7 +132,7 @@ import warp as wp
 import ecs
 
 from .collision import Contacts, Poses, boxes_apart, boxes_gap, collide, fill_vertices, on_cpu, shape_extent
-from .geometry import PLANE, WEDGE, is_polyhedron, is_round, slope_normal
+from .geometry import PLANE, SPHERE, WEDGE, is_polyhedron, is_round, slope_normal
 from .grab import GrabJoints
 from .rigid_body import (
     DYNAMIC,
@@ -289,7 +289,7 @@ SETTLED = wp.constant(1.0e-7)  # m: a manifold's sweeps stop once the last one m
 SHOCK_COS = wp.constant(0.85)
 # m: points of a face that no normal impulse turns share its load when they lie within this of its deepest
 SHARE_GAP = wp.constant(1.0e-4)
-# A round body's contact whose normal lies within acos(FACE_COS) (0.8 degrees) of a face normal of the polyhedron it
+# A ball's contact whose normal lies within acos(FACE_COS) (0.8 degrees) of a face normal of the polyhedron it
 # touches presses that face: its normal turns with the polyhedron in the solve (``point_normal``).
 FACE_COS = wp.constant(0.9999)
 # Sleeping (``sleep_substeps``, PhysicsConfig): a body that has stayed slower than SLEEP_SPEED [m/s] and turned slower
@@ -1998,8 +1998,8 @@ def level_manifold(
     points that touched then; the normal constraint on the points of the surfaces that face each
     other now: the same material points for flat faces, but for a round body (radius
     ``round_radius``; 0 for others) the point of its surface along the normal, so that a
-    rolling ball keeps pressing on the slope instead of lifting the point it touched. A round body's contact with a
-    face of a polyhedron meets the face's plane as it turns with the polyhedron (``point_normal``).
+    rolling ball keeps pressing on the slope instead of lifting the point it touched. A ball's contact with a face
+    of a polyhedron meets the face's plane as it turns with the polyhedron (``point_normal``).
     """
     a = c.body_a[world, k]
     b = c.body_b[world, k]
@@ -2029,7 +2029,7 @@ def level_manifold(
             round_radius(poses, world, b),
             split_a,
             split_b,
-            face_points(poses, bodies, c, world, k, manifold_end(c, world, k, count)),
+            ball_on_face(poses, bodies, c, world, k),
         )
         if jacobi:
             splits.move_a[world, k] = dxa
@@ -2208,8 +2208,9 @@ class PairStart:
     q_b_prev: wp.quat
     round_a: wp.float32
     round_b: wp.float32
-    first: wp.int32  # the manifold's first row
-    faces: wp.int32  # bit i: point ``first + i`` is round A's on a face of polyhedron B (``face_points``)
+    # Whether the manifold is a ball's point on a face of polyhedron B (``ball_on_face``), and the face's normal now.
+    on_face: wp.bool
+    face_normal: wp.vec3
     ia: wp.mat33
     ib: wp.mat33
     ima: wp.float32
@@ -2235,49 +2236,44 @@ def on_face(shape: wp.int32, size: wp.vec3, n: wp.vec3) -> bool:
 
 
 @wp.func
-def face_points(poses: Poses, bodies: Bodies, c: Contacts, world: int, start: int, end: int) -> wp.int32:
-    """Of a round body A's manifold with a polyhedron B, the points that press a face of B (bit ``i`` for point
-    ``start + i``; ``point_normal``): their normals, found at the substep's start, are face normals of B then.
-    0 for other pairs."""
+def ball_on_face(poses: Poses, bodies: Bodies, c: Contacts, world: int, start: int) -> bool:
+    """Whether the manifold at row ``start`` is a ball's (A a sphere: one point) on a face of a polyhedron B: its
+    normal, found at the substep's start, is a face normal of B then (``point_normal``)."""
     b = c.body_b[world, start]
-    faces = wp.int32(0)
-    if is_round(poses.shape[world, c.body_a[world, start]]) and is_polyhedron(poses.shape[world, b]):
-        q = bodies.prev_rotation[world, b]
-        for i in range(wp.min(end - start, MAX_MANIFOLD)):
-            if on_face(poses.shape[world, b], poses.size[world, b], wp.quat_rotate_inv(q, c.normal[world, start + i])):
-                faces = faces | (1 << i)
-    return faces
+    if poses.shape[world, c.body_a[world, start]] != SPHERE or not is_polyhedron(poses.shape[world, b]):
+        return False
+    n = wp.quat_rotate_inv(bodies.prev_rotation[world, b], c.normal[world, start])
+    return on_face(poses.shape[world, b], poses.size[world, b], n)
 
 
 @wp.func
 def point_normal(c: Contacts, world: int, k: int, pair: PairStart) -> wp.vec3:
-    """Contact ``k``'s normal at the poses the manifold's solve starts from. A round body pressing a face of a
-    polyhedron (A round, B a box or wedge, ``face_points``) meets the face's plane, which turns with B: so does the
-    normal, since the substep began. Kept as found, a ball run along the face of a box spinning at 25 rad/s slid 86
-    mm along it in a substep of hide-and-seek's while the face turned 13 degrees off the normal, and ended substeps
-    10-34 mm inside (``test_a_ball_run_at_a_spinning_box_stays_out_of_it``). An edge's or corner's normal stays as
-    found: turned with B, the plane through the edge sweeps round with it, and struck balls that would have passed
-    the edge 44 mm off."""
-    n = c.normal[world, k]
-    if ((pair.faces >> (k - pair.first)) & 1) != 0:
-        n = pair.rot_b * wp.quat_rotate_inv(pair.q_b_prev, n)
-    return n
+    """Contact ``k``'s normal at the poses the manifold's solve starts from. A ball pressing a face of a polyhedron
+    (A a sphere, B a box or wedge, ``ball_on_face``) meets the face's plane, which turns with B: so does the normal,
+    since the substep began (``pair.face_normal``). Kept as found, a ball run along the face of a box spinning at 25
+    rad/s slid 86 mm along it in a substep of hide-and-seek's while the face turned 13 degrees off the normal, and
+    ended substeps up to 27.6 mm inside (``test_a_ball_run_at_a_spinning_box_stays_out_of_it``). An edge's or
+    corner's normal stays as found: turned with B, the plane through the edge sweeps round with it, and struck balls
+    that would have passed the edge 44 mm off. (A capsule's points keep theirs.)"""
+    if pair.on_face:
+        return pair.face_normal
+    return c.normal[world, k]
 
 
 @wp.func
 def point_arms(c: Contacts, world: int, k: int, pair: PairStart):
-    """The arms of contact ``k``'s points that face each other now (``facing_arm``), from each body's centre, along
-    its normal now (``point_normal``). Where that normal turns with polyhedron B, B's point is the one under A's on
-    B's face plane through the anchor (the point the ball presses now, wherever it slid), so that B's turn moves the
-    depth by what it does to the plane."""
-    n0 = c.normal[world, k]
-    n = point_normal(c, world, k, pair)
-    ra = facing_arm(pair.rot_a * c.offset_a[world, k], pair.rot_a, pair.q_a_prev, n0 * pair.round_a)
-    rb = facing_arm(pair.rot_b * c.offset_b[world, k], pair.rot_b, pair.q_b_prev, -n0 * pair.round_b)
-    if ((pair.faces >> (k - pair.first)) & 1) != 0:
-        ra += (n - n0) * pair.round_a  # A's surface point along the normal now
+    """The arms of contact ``k``'s points that face each other now (``facing_arm``), from each body's centre. For a
+    ball on a face (``point_normal``), the ball's surface point along the face's normal now and B's point under it
+    on the face's plane through the anchor (the point the ball presses now, wherever it slid), so that B's turn moves
+    the depth by what it does to the plane."""
+    if pair.on_face:
+        n = pair.face_normal
+        ra = n * pair.round_a
         pa = pair.xa + ra - pair.xb
-        rb = pa - n * wp.dot(pa - rb, n)
+        return ra, pa - n * wp.dot(pa - pair.rot_b * c.offset_b[world, k], n)
+    n = c.normal[world, k]
+    ra = facing_arm(pair.rot_a * c.offset_a[world, k], pair.rot_a, pair.q_a_prev, n * pair.round_a)
+    rb = facing_arm(pair.rot_b * c.offset_b[world, k], pair.rot_b, pair.q_b_prev, -n * pair.round_b)
     return ra, rb
 
 
@@ -2317,7 +2313,7 @@ def manifold_corrections(
     round_b: float,
     split_a: float,
     split_b: float,
-    faces: wp.int32,
+    on_face: bool,
 ):
     """The motion ``level_manifold`` gives the two bodies of one manifold from their present poses:
     translations ``dxa``, ``dxb`` [m] and rotation vectors ``dqa``, ``dqb`` [rad], world frame, not
@@ -2325,7 +2321,7 @@ def manifold_corrections(
 
     ``split_a``, ``split_b``: each body's inverse mass and inverse inertia are multiplied by these
     (1 for a body solved alone; its split count in a Jacobi step of a level, see ``solve_level``).
-    ``faces``: the points of a round body that press a face of a polyhedron (``face_points``).
+    ``on_face``: the manifold is a ball's on a face of a polyhedron (``ball_on_face``).
     """
     a = c.body_a[world, start]
     b = c.body_b[world, start]
@@ -2360,8 +2356,9 @@ def manifold_corrections(
     pair.q_b_prev = bodies.prev_rotation[world, b]
     pair.round_a = round_a
     pair.round_b = round_b
-    pair.first = start
-    pair.faces = faces
+    pair.on_face = on_face
+    if on_face:
+        pair.face_normal = rot_b * wp.quat_rotate_inv(pair.q_b_prev, c.normal[world, start])
     pair.ia = ia
     pair.ib = ib
     pair.ima = ima
