@@ -132,7 +132,7 @@ import warp as wp
 import ecs
 
 from .collision import Contacts, Poses, boxes_apart, boxes_gap, collide, fill_vertices, on_cpu, shape_extent
-from .geometry import PLANE, SPHERE, WEDGE, is_polyhedron, is_round, slope_normal
+from .geometry import PLANE, SPHERE, face_normal, is_polyhedron, is_round, num_faces
 from .grab import GrabJoints
 from .rigid_body import (
     DYNAMIC,
@@ -2229,10 +2229,12 @@ def point_slip(c: Contacts, world: int, k: int, pair: PairStart) -> wp.vec3:
 
 @wp.func
 def on_face(shape: wp.int32, size: wp.vec3, n: wp.vec3) -> bool:
-    """Whether ``n`` (body frame) lies within ``acos(FACE_COS)`` of a face normal of a box or wedge."""
-    if wp.max(wp.max(wp.abs(n[0]), wp.abs(n[1])), wp.abs(n[2])) > FACE_COS:
-        return True
-    return shape == WEDGE and wp.abs(wp.dot(n, slope_normal(size))) > FACE_COS
+    """Whether ``n`` (body frame, pointing into the solid) lies within ``acos(FACE_COS)`` of a face's inward normal.
+    A wedge has no face towards -x or +z: a normal along those meets its low or high edge."""
+    for i in range(num_faces(shape)):  # noqa: SIM110 (Warp has no generator expressions)
+        if wp.dot(n, face_normal(shape, size, i)) < -FACE_COS:
+            return True
+    return False
 
 
 @wp.func

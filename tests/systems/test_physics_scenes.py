@@ -17,14 +17,17 @@ phase (a body's position within one substep of travel), which hid these cases be
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from functools import partial
 
 import numpy as np
 import pytest
 import torch
+import warp as wp
 
 import ecs
+from systems import solver
 from systems.geometry import ShapeType, wedge_vertices_np
 from systems.physics import BodySpec, PhysicsConfig
 from systems.rigid_body import Response
@@ -821,3 +824,52 @@ def test_a_hider_run_along_a_wall_into_the_wedge_of_a_locked_box_stays_out_of_bo
             deepest[w] = max(deepest[w], into_wall, into_box)
     deep = {WEDGE_RUN[w]: round(float(deepest[w]) * 1000, 1) for w in np.nonzero(deepest > 0.005)[0]}
     assert not deep, f"(angle, speed, gap, box first, side, yaw) -> deepest [mm]: {deep}"
+
+
+@wp.kernel
+def _on_face(shape: int, size: wp.vec3, normals: wp.array[wp.vec3], out: wp.array[wp.int32]):
+    i = wp.tid()
+    out[i] = wp.where(solver.on_face(shape, size, normals[i]), 1, 0)
+
+
+@pytest.mark.parametrize("shape", [ShapeType.BOX, ShapeType.WEDGE])
+def test_a_balls_normal_counts_as_a_faces_only_along_a_face(shape):
+    """``solver.on_face`` (which turns a ball's contact normal with the polyhedron it presses) holds for a normal
+    pointing into the solid within 0.8 degrees of a face's inward normal, and for no other. The reference finds the
+    faces from the solid's vertices alone (the planes through three of them with all the others on one side). A
+    wedge has no face towards -x or +z (its low and high edges), which a test of the normal's largest component took
+    for faces."""
+    size = (0.5, 0.3, 0.4)
+    corners = (
+        wedge_vertices_np(size)
+        if shape == ShapeType.WEDGE
+        else np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * np.array(size)
+    )
+    faces = []  # outward unit normals
+    for i, j, k in itertools.combinations(range(len(corners)), 3):
+        m = np.cross(corners[j] - corners[i], corners[k] - corners[i])
+        if np.linalg.norm(m) < 1e-9:
+            continue
+        m /= np.linalg.norm(m)
+        side = (corners - corners[i]) @ m
+        if side.max() <= 1e-9 or side.min() >= -1e-9:
+            faces.append(m if side.max() <= 1e-9 else -m)
+    rng = np.random.default_rng(0)
+    axes = [np.eye(3)[k] * s for k in range(3) for s in (-1.0, 1.0)]
+    slope = np.array([-size[2], 0.0, size[0]])
+    near = [a + rng.normal(size=3) * 0.004 for a in axes]  # about 0.3 degrees off an axis
+    off = [a + rng.normal(size=3) * 0.04 for a in axes]  # about 3 degrees off
+    candidates = [*axes, slope, -slope, *near, *off, *rng.normal(size=(32, 3))]
+    normals = np.array([v / np.linalg.norm(v) for v in candidates], dtype=np.float32)
+    out = wp.zeros(len(normals), dtype=wp.int32, device="cpu")
+    wp.launch(
+        _on_face,
+        len(normals),
+        inputs=[int(shape), wp.vec3(*size), wp.array(normals, dtype=wp.vec3, device="cpu"), out],
+        device="cpu",
+    )
+    got = out.numpy().astype(bool)
+    want = np.array([max(float(-(n @ f)) for f in faces) > 0.9999 for n in normals.astype(np.float64)])
+    assert len({tuple(np.round(f, 6)) for f in faces}) == (6 if shape == ShapeType.BOX else 5)
+    assert (got == want).all(), [(n.tolist(), bool(g)) for n, g, w in zip(normals, got, want, strict=True) if g != w]
+    assert want.sum() >= 6
