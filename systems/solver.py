@@ -54,7 +54,10 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    agent running a plank into a ramp that stands against a plank against a wall); a line pressed from both ends
    (one that bodies which do not move press from each end: a hider squeezed past a frozen seeker into two planks
    against another) has the manifolds of its bodies swept ``SQUEEZED_SWEEPS`` times more, no body held still, as
-   further passes would. Where no normal impulse can turn
+   further passes would. Last, a ball that two one-point manifolds push from opposite sides against bodies that do
+   not move has those two solved together (``solve_pinned_balls``: the least move that takes out both overlaps, at
+   most the ball's travel in the substep): sweeps of one at a time close the overlap of a hider run along a wall into
+   a locked box's wedge by only cos^2 of the wedge's angle a sweep. Where no normal impulse can turn
    either body (upright bodies whose tilt is
    locked, resting on a level face), the face's points share its load equally (solved point by
    point, all of it would land on the first, whose friction alone would turn the body). Each
@@ -102,11 +105,13 @@ summed by a lane per body, in the manifolds' order (``apply_warm_lanes``, ``appl
 ``ContactMoveA`` ... columns). The lanes also keep and prepare contact rows, integrate bodies and update
 velocities side by side, and meet at a block barrier between the stages, after every level and after
 every batch. The joints go in batches too (``joint_batch_end``). Lane 0 alone ranks a level's bodies for the last
-pass (``rank_level``); its groups of ranks then go like levels of their own. Every lane walks the levels, and the lanes
-share each level's check for a body that two of its manifolds move (``find_levels_lanes``); lane 0 alone ends
-each batch of the velocity pass. On CPU the lanes run side by side only with Warp's cooperative CPU blocks
-(``wp.config.enable_cpu_blocks``, set before the simulation is built), else one lane per world. Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``): the
-block keeps a world's latency down where few worlds run; a thread per world fills a GPU with worlds.
+pass (``rank_level``); its groups of ranks then go like levels of their own. Lane 0 alone finds the pinched bodies,
+the chains and the pinned balls after the last pass's levels, and solves a pinned ball's two pushes together. Every
+lane walks the levels, and the lanes share each level's check for a body that two of its manifolds move
+(``find_levels_lanes``); lane 0 alone ends each batch of the velocity pass. On CPU the lanes run side by side only
+with Warp's cooperative CPU blocks (``wp.config.enable_cpu_blocks``, set before the simulation is built), else one
+lane per world. Which kernel is faster on a GPU is for measurement (``python -m ecs gpu-report``, stage ``solver``):
+the block keeps a world's latency down where few worlds run; a thread per world fills a GPU with worlds.
 
 A staged solver (``PhysicsConfig.solver_staged``) runs either kernel's work as four kernels
 every substep (``STAGED``: collide, prepare, solve, velocity; ``step_kernel(stage=...)``, the same source with
@@ -232,6 +237,11 @@ PINNED_SWEEPS = wp.constant(4)
 # head-on from both sides is jammed: no motion takes that overlap out, and more sweeps would only pile up its impulses
 # (test_physics_analytic's jammed box).
 WEDGE_COS = wp.constant(0.95)
+# A ball that two single-point manifolds push from opposite sides (within ``BACKED_COS``) against bodies that cannot
+# move has those two solved together after the sweeps (``solve_pinned_balls``) where they are this far from head-on
+# at least (1 - cos^2 of the angle between the pushes, sin^2 of the wedge's angle: 0.06 degrees): nearer head-on the
+# two faces are parallel, and no motion of the ball takes an overlap with both out.
+PINNED_PAIR_DET = wp.constant(1.0e-6)
 # ``mark_pinched``'s flags in ``splits.count``, above the count of sideways pushes kept (0-2): a support pushes the
 # body up, down.
 PUSHED_UP = wp.constant(4)
@@ -1777,6 +1787,109 @@ def opposed_push(
 
 
 @wp.func
+def pinned_ball(bodies: Bodies, poses: Poses, c: Contacts, world: int, k: int, count: int) -> int:
+    """The ball (a sphere) of the manifold at row ``k`` where it is one point and its other body cannot move
+    (``pinned_body``), else -1."""
+    body = pinned_body(bodies, c, world, k)
+    if body >= 0:  # noqa: SIM102 (Warp evaluates both sides of `and`: no row -1)
+        if poses.shape[world, body] == SPHERE and manifold_end(c, world, k, count) == k + 1:
+            return body
+    return -1
+
+
+@wp.func
+def ball_push(bodies: Bodies, poses: Poses, c: Contacts, world: int, k: int, ball: int):
+    """The one-point manifold at row ``k`` on ``ball``: the direction that moving the ball along takes the overlap out
+    (its normal as ``level_manifold`` solves it, ``point_normal``, pointing away from the other body) and its depth
+    at the poses now (> 0: overlapping)."""
+    a = c.body_a[world, k]
+    b = c.body_b[world, k]
+    pair = pair_poses(
+        bodies,
+        c,
+        world,
+        k,
+        round_radius(poses, world, a),
+        round_radius(poses, world, b),
+        ball_on_face(poses, bodies, c, world, k),
+    )
+    n = point_normal(c, world, k, pair)
+    return wp.where(a == ball, -n, n), point_depth(c, world, k, pair)
+
+
+@wp.func
+def solve_ball_pair(
+    bodies: Bodies, poses: Poses, c: Contacts, impulse: wp.array2d[wp.float32], world: int, ball: int, j: int, k: int
+):
+    """Moves ``ball`` the least distance that takes out the overlap of both its one-point manifolds at rows ``j`` and
+    ``k``, whose other bodies cannot move (``solve_pinned_balls``): along ``u1`` and ``u2`` (``ball_push``) by ``a``
+    and ``b`` >= 0 with ``u1 . d >= e1`` and ``u2 . d >= e2`` (their depths), the two pushes solved together as a
+    2x2 system where neither alone takes out both overlaps, which is a projection onto the two half-spaces (a ball
+    does not turn under a push through its centre). Where both push, the motion is at most the ball's travel since
+    the substep began (or the deeper overlap): nearly opposed, the pushes move it along the wedge by about the
+    overlap over the wedge's angle, and a body that cannot move made no overlap of its own. Their impulses take it."""
+    u1, e1 = ball_push(bodies, poses, c, world, j, ball)
+    u2, e2 = ball_push(bodies, poses, c, world, k, ball)
+    cos = wp.dot(u1, u2)
+    a = wp.max(e1, 0.0)
+    b = wp.float32(0.0)
+    if a * cos < e2:  # the first push alone leaves the second overlap
+        a = 0.0
+        b = wp.max(e2, 0.0)
+        if b * cos < e1:  # and the second alone the first: both push
+            det = 1.0 - cos * cos
+            if det < PINNED_PAIR_DET:
+                return
+            a = wp.max((e1 - cos * e2) / det, 0.0)
+            b = wp.max((e2 - cos * e1) / det, 0.0)
+            size = wp.length(u1 * a + u2 * b)
+            reach = wp.max(wp.length(bodies.position[world, ball] - bodies.prev_position[world, ball]), wp.max(e1, e2))
+            if size > reach:
+                a = a * reach / size
+                b = b * reach / size
+    if a + b > 0.0:
+        im = inv_mass_of(bodies, world, ball)
+        bodies.position[world, ball] = bodies.position[world, ball] + u1 * a + u2 * b
+        impulse[world, j] = impulse[world, j] + a / im
+        impulse[world, k] = impulse[world, k] + b / im
+
+
+@wp.func
+def solve_pinned_balls(
+    bodies: Bodies,
+    poses: Poses,
+    c: Contacts,
+    impulse: wp.array2d[wp.float32],
+    order: wp.array2d[wp.int32],
+    world: int,
+    manifolds: int,
+    count: int,
+):
+    """Solves together, after the last pass's sweeps, the two most nearly opposed one-point manifolds that push a ball
+    from opposite sides (within ``BACKED_COS``) against bodies that cannot move (``solve_ball_pair``), for each ball
+    so pinned. Sweeps of one manifold at a time close such an overlap by about cos^2 of the angle between the pushes
+    a sweep: a hider run along a wall into the wedge between it and a locked box 3 degrees off it ended steps 22 mm
+    inside the wall (``test_a_hider_run_along_a_wall_into_the_wedge_of_a_locked_box_stays_out_of_both``). One
+    thread."""
+    for m in range(manifolds):
+        j = order[world, m]
+        ball = pinned_ball(bodies, poses, c, world, j, count)
+        if ball >= 0:
+            u1, _e1 = ball_push(bodies, poses, c, world, j, ball)
+            most = wp.float32(-BACKED_COS)
+            k = wp.int32(-1)
+            for other in range(m + 1, manifolds):
+                i = order[world, other]
+                if pinned_ball(bodies, poses, c, world, i, count) == ball:
+                    u2, _e2 = ball_push(bodies, poses, c, world, i, ball)
+                    if wp.dot(u1, u2) < most:
+                        most = wp.dot(u1, u2)
+                        k = i
+            if k >= 0:
+                solve_ball_pair(bodies, poses, c, impulse, world, ball, j, k)
+
+
+@wp.func
 def mark_chains(
     bodies: Bodies,
     splits: Splits,
@@ -2218,6 +2331,31 @@ class PairStart:
 
 
 @wp.func
+def pair_poses(
+    bodies: Bodies, c: Contacts, world: int, start: int, round_a: float, round_b: float, on_face: bool
+) -> PairStart:
+    """The poses of the manifold at row ``start`` (its bodies now and at the substep's start, the radii of round ones,
+    and the face's normal now where ``on_face``, ``point_normal``), in a ``PairStart`` whose masses are left 0."""
+    a = c.body_a[world, start]
+    b = c.body_b[world, start]
+    pair = PairStart()
+    pair.xa = bodies.position[world, a]
+    pair.xb = bodies.position[world, b]
+    pair.xa_prev = bodies.prev_position[world, a]
+    pair.xb_prev = bodies.prev_position[world, b]
+    pair.rot_a = wp.quat_to_matrix(bodies.rotation[world, a])
+    pair.rot_b = wp.quat_to_matrix(bodies.rotation[world, b])
+    pair.q_a_prev = bodies.prev_rotation[world, a]
+    pair.q_b_prev = bodies.prev_rotation[world, b]
+    pair.round_a = round_a
+    pair.round_b = round_b
+    pair.on_face = on_face
+    if on_face:
+        pair.face_normal = pair.rot_b * wp.quat_rotate_inv(pair.q_b_prev, c.normal[world, start])
+    return pair
+
+
+@wp.func
 def point_slip(c: Contacts, world: int, k: int, pair: PairStart) -> wp.vec3:
     """How far contact ``k``'s anchor on A moved against B's since the substep began (``manifold_corrections``)."""
     oa = c.offset_a[world, k]
@@ -2336,31 +2474,14 @@ def manifold_corrections(
         return dxa, dqa, dxb, dqb
     qa = bodies.rotation[world, a]
     qb = bodies.rotation[world, b]
-    xa = bodies.position[world, a]
-    xb = bodies.position[world, b]
-    rot_a = wp.quat_to_matrix(qa)
-    rot_b = wp.quat_to_matrix(qb)
     ia = world_inv_inertia(ima, qa, bodies.inv_inertia[world, a]) * split_a
     ib = world_inv_inertia(imb, qb, bodies.inv_inertia[world, b]) * split_b
     ima = ima * split_a
     imb = imb * split_b
-    xa_prev = bodies.prev_position[world, a]
-    xb_prev = bodies.prev_position[world, b]
     mu = wp.max(bodies.friction[world, a], bodies.friction[world, b])
-    pair = PairStart()
-    pair.xa = xa
-    pair.xb = xb
-    pair.xa_prev = xa_prev
-    pair.xb_prev = xb_prev
-    pair.rot_a = rot_a
-    pair.rot_b = rot_b
-    pair.q_a_prev = bodies.prev_rotation[world, a]
-    pair.q_b_prev = bodies.prev_rotation[world, b]
-    pair.round_a = round_a
-    pair.round_b = round_b
-    pair.on_face = on_face
-    if on_face:
-        pair.face_normal = rot_b * wp.quat_rotate_inv(pair.q_b_prev, c.normal[world, start])
+    pair = pair_poses(bodies, c, world, start, round_a, round_b, on_face)
+    rot_a = pair.rot_a
+    rot_b = pair.rot_b
     pair.ia = ia
     pair.ib = ib
     pair.ima = ima
@@ -3960,6 +4081,7 @@ def _step_kernel(
                     first = wp.int32(0)
                     end = manifolds
                     stopped = wp.int32(0)  # joints whose held body is stopped from the side (``mark_stopped_holds``)
+                    pinched = wp.int32(0)  # on lane 0: a body is pinned (``mark_pinched``)
                     while first < end:
                         if stopped > 0 and first >= manifolds and (first - manifolds) % manifolds == 0 and lane == 0:
                             # A sweep begins: the joints of held bodies stopped from the side first, then (flagged)
@@ -4059,6 +4181,7 @@ def _step_kernel(
                             sweeps = wp.int32(0)
                             if lane == 0:
                                 found = mark_pinched(bodies, splits, c, order, world, manifolds, up)
+                                pinched = found
                                 chains = mark_chains(bodies, splits, c, order, world, manifolds, up, found)
                                 pinned = wp.where(found > 1, SQUEEZED_SWEEPS, wp.where(found != 0, PINNED_SWEEPS, 0))
                                 sweeps = wp.max(pinned, chains)
@@ -4072,6 +4195,11 @@ def _step_kernel(
                                 stopped = block_share(stopped, lanes)
                             end = manifolds * (sweeps + 1)
                         first = last
+                    if pinched != 0:  # after the sweeps: the two pushes on a pinned ball together (lane 0)
+                        solve_pinned_balls(bodies, poses, c, impulse, order, world, manifolds, count)
+                    if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
+                        if it == passes - 1:
+                            block_sync(lanes)
                     if wp.static(timed):
                         clock = lap(world_solver_cycles_out, world, lane, 6, clock)
             if wp.static(whole or stage == "velocity"):
