@@ -838,6 +838,95 @@ def test_a_hider_run_along_a_wall_into_the_wedge_of_a_locked_box_jams_there_out_
     assert not off, f"(scene) -> (x along the wall, where it jams, speed [m/s]): {off}"
 
 
+SLOT_JAM = [  # the slot's angle [rad], the hider's speed along it [m/s] and the force on it [N] (> 0: towards the
+    # narrow end), the box listed before the hider, the scene mirrored (-1) and turned [rad]
+    (angle, speed, force, box_first, side, yaw)
+    for angle in (0.002, 0.01, 0.03)
+    for speed, force in ((0.0, 0.0), (0.5, 0.0), (-0.5, 0.0), (2.0, 0.0), (0.0, 90.0), (2.0, 90.0))
+    for box_first, side, yaw in ((True, 1, 0.0), (False, -1, 0.8))
+]
+
+
+def slot_jam(world: int) -> list[BodySpec]:
+    """World ``world``'s slot (``SLOT_JAM``), in the wall's frame: the floor, a static wall whose face is the line
+    y = 0, a locked 0.5 m box turned by ``angle`` so that its -y face closes on the wall's towards -x and lies
+    0.298 m off it at x 0, and a hider (a 1 kg ball of 0.15 m, turning about z only) at x 0, 1 mm inside both,
+    moving along the slot at ``speed`` (towards -x)."""
+    angle, speed, _force, box_first, side, yaw = SLOT_JAM[world]
+    turn = np.array([[np.cos(yaw), -np.sin(yaw), 0.0], [np.sin(yaw), np.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
+
+    def at(x: float, y: float, z: float) -> tuple[float, float, float]:
+        return tuple(float(v) for v in turn @ np.array([x, side * y, z]))
+
+    normal = np.array([np.sin(angle), -np.cos(angle)])  # the box's -y face's outward normal
+    centre = np.array([0.0, 0.298]) - 0.25 * normal  # that face through (0, 0.298)
+    wall = BodySpec(
+        ShapeType.BOX,
+        size=(3.0, 0.05, 0.5),
+        position=at(0.0, -0.05, 0.5),
+        rotation=_yaw(yaw),
+        response=Response.STATIC,
+        friction=0.01,
+    )
+    box = BodySpec(
+        ShapeType.BOX,
+        size=(0.25, 0.25, 0.25),
+        position=at(float(centre[0]), float(centre[1]), 0.25),
+        rotation=_yaw(yaw + side * angle),
+        response=Response.STATIC,
+        friction=0.2,
+    )
+    hider = BodySpec(
+        ShapeType.SPHERE,
+        size=(0.15, 0.0, 0.0),
+        position=at(0.0, 0.149, 0.15),
+        friction=0.01,
+        linear_velocity=at(-speed, 0.0, 0.0),
+        drag=(10.0, 10.0, 0.0),
+    )
+    return [scene.floor(0.2), wall, *([box, hider] if box_first else [hider, box])]
+
+
+def test_a_hider_jammed_in_a_slot_a_hair_narrower_than_itself_is_not_shot_along_it():
+    """A hider 1 mm inside both sides of a slot between a wall and a locked box whose face is 0.1-1.7 degrees off
+    parallel to it, at rest or moving along it at 0.5 or 2 m/s either way, or pushed by 90 N towards its narrow end
+    (at rest or at 2 m/s): at hide-and-seek's step (4 substeps, as in the soak below) it never moves
+    faster than it started (plus 0.05 m/s), nor more than 2.5 mm into either side (the slot is 2 mm narrower than the
+    hider where it starts). Taking out both overlaps moves a ball pinned so nearly head-on along the slot by about the
+    overlap over the angle (1 m at 0.1 degrees). Moved by up to its travel in the substep whichever way, the hiders
+    at rest here reached 0.1 m/s, and one in such a slot in a soak (4 substeps, pushed by its move force) gained
+    speed every substep, reached 14 m/s in a step and ran 187 mm into another; the pinned ball's solve
+    (``solver.solve_ball_pair``) moves it back at most the way it came."""
+    cfg = PhysicsConfig(physics_dt=0.075, physics_substeps=4, gravity=-50.0)
+    sim = scene.build(slot_jam, cfg, num_worlds=len(SLOT_JAM))
+    force, inv = sim.tensor("body", "force"), scene.column(sim, "inv_inertia")
+    rows = [(2, 3) if box_first else (3, 2) for _a, _s, _f, box_first, *_rest in SLOT_JAM]
+    for w, (_box, hider) in enumerate(rows):
+        push, yaw = SLOT_JAM[w][2], SLOT_JAM[w][5]
+        inv[w, hider] = 0.0
+        inv[w, hider, 2, 2] = 1.0 / 0.009
+        force[w, hider] = force.new_tensor((-push * np.cos(yaw), -push * np.sin(yaw), 0.0))
+    sim.tables["body"]["inv_inertia"].assign(inv)
+    fastest = np.zeros(len(SLOT_JAM))
+    deepest = np.zeros(len(SLOT_JAM))
+    for _ in range(40):
+        sim.step()
+        x, q, v = scene.column(sim, "position"), scene.column(sim, "rotation"), scene.column(sim, "linear_velocity")
+        for w, (box, hider) in enumerate(rows):
+            into_wall = scene.ball_depth(x[w, hider], 0.15, x[w, 1], q[w, 1], (3.0, 0.05, 0.5))
+            into_box = scene.ball_depth(x[w, hider], 0.15, x[w, box], q[w, box], (0.25, 0.25, 0.25))
+            deepest[w] = max(deepest[w], into_wall, into_box)
+            fastest[w] = max(fastest[w], float(np.linalg.norm(v[w, hider])))
+    fast = {
+        SLOT_JAM[w]: round(float(fastest[w]), 2)
+        for w in range(len(SLOT_JAM))
+        if fastest[w] > abs(SLOT_JAM[w][1]) + 0.05
+    }
+    assert not fast, f"(angle, speed, force, box first, side, yaw) -> fastest [m/s]: {fast}"
+    deep = {SLOT_JAM[w]: round(float(deepest[w]) * 1000, 1) for w in np.nonzero(deepest > 0.0025)[0]}
+    assert not deep, f"(angle, speed, force, box first, side, yaw) -> deepest [mm]: {deep}"
+
+
 @wp.kernel
 def _on_face(shape: int, size: wp.vec3, normals: wp.array[wp.vec3], out: wp.array[wp.int32]):
     i = wp.tid()
