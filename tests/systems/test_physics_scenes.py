@@ -747,20 +747,17 @@ WEDGE_RUN = [  # the wedge's angle [rad], the hider's speed [m/s], the gap at th
 ]
 
 
-def wedge_run(world: int) -> list[BodySpec]:
-    """World ``world``'s wedge (``WEDGE_RUN``), in the wall's frame: the floor, a static wall whose face is the line
-    y = 0, a locked (static) 0.5 m box turned by ``angle`` so that its -y face closes on the wall's towards -x, its +x
-    end ``2 * 0.15 + gap`` off the wall, and a hider (a 1 kg ball of 0.15 m, turning about z only) touching the wall
-    at x 1.0, running along it at ``speed`` towards -x, into the wedge."""
-    angle, speed, gap, box_first, side, yaw = WEDGE_RUN[world]
+def wall_box_hider(
+    angle: float, box: np.ndarray, hider: tuple[float, float], speed: float, box_first: bool, side: int, yaw: float
+) -> list[BodySpec]:
+    """In the wall's frame (mirrored in y where ``side`` is -1, turned by ``yaw`` about z): the floor, a static wall
+    whose face is the line y = 0, a locked (static) 0.5 m box centred at ``box`` (x, y) and turned by ``angle``, and a
+    hider (a 1 kg ball of 0.15 m, turning about z only) at ``hider`` (x, y) moving at ``speed`` towards -x."""
     turn = np.array([[np.cos(yaw), -np.sin(yaw), 0.0], [np.sin(yaw), np.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
 
     def at(x: float, y: float, z: float) -> tuple[float, float, float]:
         return tuple(float(v) for v in turn @ np.array([x, side * y, z]))
 
-    rot = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
-    corner = rot @ np.array([0.25, -0.25])  # the box's +x, -y corner from its centre
-    centre = np.array([0.0, 0.3 + gap]) - corner  # that corner 0.3 + gap off the wall, at x 0
     wall = BodySpec(
         ShapeType.BOX,
         size=(3.0, 0.05, 0.5),
@@ -769,23 +766,63 @@ def wedge_run(world: int) -> list[BodySpec]:
         response=Response.STATIC,
         friction=0.01,
     )
-    box = BodySpec(
+    locked = BodySpec(
         ShapeType.BOX,
         size=(0.25, 0.25, 0.25),
-        position=at(float(centre[0]), float(centre[1]), 0.25),
+        position=at(float(box[0]), float(box[1]), 0.25),
         rotation=_yaw(yaw + side * angle),
         response=Response.STATIC,
         friction=0.2,
     )
-    hider = BodySpec(
+    ball = BodySpec(
         ShapeType.SPHERE,
         size=(0.15, 0.0, 0.0),
-        position=at(1.0, 0.15, 0.15),
+        position=at(hider[0], hider[1], 0.15),
         friction=0.01,
         linear_velocity=at(-speed, 0.0, 0.0),
         drag=(10.0, 10.0, 0.0),
     )
-    return [scene.floor(0.2), wall, *([box, hider] if box_first else [hider, box])]
+    return [scene.floor(0.2), wall, *([locked, ball] if box_first else [ball, locked])]
+
+
+def wall_box_hiders(sim: ecs.BatchSim, scenes: list[tuple], push: list[float]) -> list[tuple[int, int]]:
+    """Readies the hiders of ``wall_box_hider`` scenes (whether the box is listed first at ``scenes[w][-3]``, the
+    turn last): each turns about z only and is pushed by ``push[w]`` N towards -x of its wall. Returns each world's
+    rows of the box and the hider."""
+    force, inv = sim.tensor("body", "force"), scene.column(sim, "inv_inertia")
+    rows = [(2, 3) if row[-3] else (3, 2) for row in scenes]
+    for w, (_box, hider) in enumerate(rows):
+        yaw = scenes[w][-1]
+        inv[w, hider] = 0.0
+        inv[w, hider, 2, 2] = 1.0 / 0.009
+        force[w, hider] = force.new_tensor((-push[w] * np.cos(yaw), -push[w] * np.sin(yaw), 0.0))
+    sim.tables["body"]["inv_inertia"].assign(inv)
+    return rows
+
+
+def wall_box_depths(sim: ecs.BatchSim, rows: list[tuple[int, int]]) -> np.ndarray:
+    """Each world's hider's depth in its wall or its box, the deeper (``wall_box_hider``), from their poses [m]."""
+    x, q = scene.column(sim, "position"), scene.column(sim, "rotation")
+    return np.array(
+        [
+            max(
+                scene.ball_depth(x[w, hider], 0.15, x[w, 1], q[w, 1], (3.0, 0.05, 0.5)),
+                scene.ball_depth(x[w, hider], 0.15, x[w, box], q[w, box], (0.25, 0.25, 0.25)),
+            )
+            for w, (box, hider) in enumerate(rows)
+        ]
+    )
+
+
+def wedge_run(world: int) -> list[BodySpec]:
+    """World ``world``'s wedge (``WEDGE_RUN``, ``wall_box_hider``): the box turned by ``angle`` so that its -y face
+    closes on the wall's towards -x, its +x end ``2 * 0.15 + gap`` off the wall, and the hider touching the wall at
+    x 1.0, running along it at ``speed`` towards -x, into the wedge."""
+    angle, speed, gap, box_first, side, yaw = WEDGE_RUN[world]
+    rot = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    corner = rot @ np.array([0.25, -0.25])  # the box's +x, -y corner from its centre
+    centre = np.array([0.0, 0.3 + gap]) - corner  # that corner 0.3 + gap off the wall, at x 0
+    return wall_box_hider(angle, centre, (1.0, 0.15), speed, box_first, side, yaw)
 
 
 def wedge_stop(angle: float, gap: float) -> float:
@@ -806,25 +843,14 @@ def test_a_hider_run_along_a_wall_into_the_wedge_of_a_locked_box_jams_there_out_
     (``solver.solve_pinned_balls`` solves the two pushes together)."""
     cfg = PhysicsConfig(physics_dt=0.075, physics_substeps=8, gravity=-50.0)
     sim = scene.build(wedge_run, cfg, num_worlds=len(WEDGE_RUN))
-    force, inv = sim.tensor("body", "force"), scene.column(sim, "inv_inertia")
-    rows = [(2, 3) if box_first else (3, 2) for _a, _s, _g, box_first, *_rest in WEDGE_RUN]
-    for w, (_box, hider) in enumerate(rows):
-        yaw = WEDGE_RUN[w][5]
-        inv[w, hider] = 0.0
-        inv[w, hider, 2, 2] = 1.0 / 0.009
-        force[w, hider] = force.new_tensor((-90.0 * np.cos(yaw), -90.0 * np.sin(yaw), 0.0))
-    sim.tables["body"]["inv_inertia"].assign(inv)
+    rows = wall_box_hiders(sim, WEDGE_RUN, [90.0] * len(WEDGE_RUN))
     deepest = np.zeros(len(WEDGE_RUN))
     for _ in range(16):
         sim.step()
-        x, q = scene.column(sim, "position"), scene.column(sim, "rotation")
-        for w, (box, hider) in enumerate(rows):
-            into_wall = scene.ball_depth(x[w, hider], 0.15, x[w, 1], q[w, 1], (3.0, 0.05, 0.5))
-            into_box = scene.ball_depth(x[w, hider], 0.15, x[w, box], q[w, box], (0.25, 0.25, 0.25))
-            deepest[w] = max(deepest[w], into_wall, into_box)
+        deepest = np.maximum(deepest, wall_box_depths(sim, rows))
     deep = {WEDGE_RUN[w]: round(float(deepest[w]) * 1000, 1) for w in np.nonzero(deepest > 0.001)[0]}
     assert not deep, f"(angle, speed, gap, box first, side, yaw) -> deepest [mm]: {deep}"
-    v = scene.column(sim, "linear_velocity")
+    x, v = scene.column(sim, "position"), scene.column(sim, "linear_velocity")
     off = {}
     for w, (_box, hider) in enumerate(rows):
         angle, _speed, gap, _first, _side, yaw = WEDGE_RUN[w]
@@ -848,43 +874,13 @@ SLOT_JAM = [  # the slot's angle [rad], the hider's speed along it [m/s] and the
 
 
 def slot_jam(world: int) -> list[BodySpec]:
-    """World ``world``'s slot (``SLOT_JAM``), in the wall's frame: the floor, a static wall whose face is the line
-    y = 0, a locked 0.5 m box turned by ``angle`` so that its -y face closes on the wall's towards -x and lies
-    0.298 m off it at x 0, and a hider (a 1 kg ball of 0.15 m, turning about z only) at x 0, 1 mm inside both,
+    """World ``world``'s slot (``SLOT_JAM``, ``wall_box_hider``): the box turned by ``angle`` so that its -y face
+    closes on the wall's towards -x and lies 0.298 m off it at its middle, and the hider there, 1 mm inside both,
     moving along the slot at ``speed`` (towards -x)."""
     angle, speed, _force, box_first, side, yaw = SLOT_JAM[world]
-    turn = np.array([[np.cos(yaw), -np.sin(yaw), 0.0], [np.sin(yaw), np.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
-
-    def at(x: float, y: float, z: float) -> tuple[float, float, float]:
-        return tuple(float(v) for v in turn @ np.array([x, side * y, z]))
-
     normal = np.array([np.sin(angle), -np.cos(angle)])  # the box's -y face's outward normal
-    centre = np.array([0.0, 0.298]) - 0.25 * normal  # that face through (0, 0.298)
-    wall = BodySpec(
-        ShapeType.BOX,
-        size=(3.0, 0.05, 0.5),
-        position=at(0.0, -0.05, 0.5),
-        rotation=_yaw(yaw),
-        response=Response.STATIC,
-        friction=0.01,
-    )
-    box = BodySpec(
-        ShapeType.BOX,
-        size=(0.25, 0.25, 0.25),
-        position=at(float(centre[0]), float(centre[1]), 0.25),
-        rotation=_yaw(yaw + side * angle),
-        response=Response.STATIC,
-        friction=0.2,
-    )
-    hider = BodySpec(
-        ShapeType.SPHERE,
-        size=(0.15, 0.0, 0.0),
-        position=at(0.0, 0.149, 0.15),
-        friction=0.01,
-        linear_velocity=at(-speed, 0.0, 0.0),
-        drag=(10.0, 10.0, 0.0),
-    )
-    return [scene.floor(0.2), wall, *([box, hider] if box_first else [hider, box])]
+    centre = np.array([-0.25, 0.298]) - 0.25 * normal  # that face's middle at (-0.25, 0.298)
+    return wall_box_hider(angle, centre, (-0.25, 0.149), speed, box_first, side, yaw)
 
 
 def test_a_hider_jammed_in_a_slot_a_hair_narrower_than_itself_is_not_shot_along_it():
@@ -896,27 +892,19 @@ def test_a_hider_jammed_in_a_slot_a_hair_narrower_than_itself_is_not_shot_along_
     overlap over the angle (1 m at 0.1 degrees). Moved by up to its travel in the substep whichever way, the hiders
     at rest here reached 0.1 m/s, and one in such a slot in a soak (4 substeps, pushed by its move force) gained
     speed every substep, reached 14 m/s in a step and ran 187 mm into another; the pinned ball's solve
-    (``solver.solve_ball_pair``) moves it back at most the way it came."""
+    (``solver.solve_ball_pair``) moves it back at most the way it came. Solved one contact at a time, the hiders
+    pushed towards the narrow end were squeezed through at 7.8 m/s, each sweep moving them across the slot and
+    hardly along it."""
     cfg = PhysicsConfig(physics_dt=0.075, physics_substeps=4, gravity=-50.0)
     sim = scene.build(slot_jam, cfg, num_worlds=len(SLOT_JAM))
-    force, inv = sim.tensor("body", "force"), scene.column(sim, "inv_inertia")
-    rows = [(2, 3) if box_first else (3, 2) for _a, _s, _f, box_first, *_rest in SLOT_JAM]
-    for w, (_box, hider) in enumerate(rows):
-        push, yaw = SLOT_JAM[w][2], SLOT_JAM[w][5]
-        inv[w, hider] = 0.0
-        inv[w, hider, 2, 2] = 1.0 / 0.009
-        force[w, hider] = force.new_tensor((-push * np.cos(yaw), -push * np.sin(yaw), 0.0))
-    sim.tables["body"]["inv_inertia"].assign(inv)
+    rows = wall_box_hiders(sim, SLOT_JAM, [force for _a, _s, force, *_rest in SLOT_JAM])
     fastest = np.zeros(len(SLOT_JAM))
     deepest = np.zeros(len(SLOT_JAM))
     for _ in range(40):
         sim.step()
-        x, q, v = scene.column(sim, "position"), scene.column(sim, "rotation"), scene.column(sim, "linear_velocity")
-        for w, (box, hider) in enumerate(rows):
-            into_wall = scene.ball_depth(x[w, hider], 0.15, x[w, 1], q[w, 1], (3.0, 0.05, 0.5))
-            into_box = scene.ball_depth(x[w, hider], 0.15, x[w, box], q[w, box], (0.25, 0.25, 0.25))
-            deepest[w] = max(deepest[w], into_wall, into_box)
-            fastest[w] = max(fastest[w], float(np.linalg.norm(v[w, hider])))
+        deepest = np.maximum(deepest, wall_box_depths(sim, rows))
+        v = scene.column(sim, "linear_velocity")
+        fastest = np.maximum(fastest, [float(np.linalg.norm(v[w, hider])) for w, (_box, hider) in enumerate(rows)])
     fast = {
         SLOT_JAM[w]: round(float(fastest[w]), 2)
         for w in range(len(SLOT_JAM))
