@@ -54,10 +54,11 @@ Each substep of length ``h = physics_dt / physics_substeps``:
    agent running a plank into a ramp that stands against a plank against a wall); a line pressed from both ends
    (one that bodies which do not move press from each end: a hider squeezed past a frozen seeker into two planks
    against another) has the manifolds of its bodies swept ``SQUEEZED_SWEEPS`` times more, no body held still, as
-   further passes would. Last, a ball that two one-point manifolds push from opposite sides against bodies that do
-   not move has those two solved together (``solve_pinned_balls``: the least move that takes out both overlaps, at
-   most the ball's travel in the substep): sweeps of one at a time close the overlap of a hider run along a wall into
-   a locked box's wedge by only cos^2 of the wedge's angle a sweep. Where no normal impulse can turn
+   further passes would. A ball that two one-point manifolds push from opposite sides against bodies that do not
+   move has those two solved together before those sweeps and after them (``solve_pinned_balls``: the least move
+   that takes out both overlaps, back at most the way the ball came in the substep), and, jammed so, anchors chains
+   against pushes into its wedge: sweeps of one at a time close the overlap of a hider run along a wall into a locked
+   box's wedge by only cos^2 of the wedge's angle a sweep. Where no normal impulse can turn
    either body (upright bodies whose tilt is
    locked, resting on a level face), the face's points share its load equally (solved point by
    point, all of it would land on the first, whose friction alone would turn the body). Each
@@ -242,6 +243,9 @@ WEDGE_COS = wp.constant(0.95)
 # at least (1 - cos^2 of the angle between the pushes, sin^2 of the wedge's angle: 0.06 degrees): nearer head-on the
 # two faces are parallel, and no motion of the ball takes an overlap with both out.
 PINNED_PAIR_DET = wp.constant(1.0e-6)
+# ``splits.count`` of a ball that ``solve_ball_pair`` found jammed between two bodies that cannot move (scratch once
+# ``mark_pinched`` is done), with the direction out of its wedge in ``splits.move``.
+JAMMED = wp.constant(-1)
 # ``mark_pinched``'s flags in ``splits.count``, above the count of sideways pushes kept (0-2): a support pushes the
 # body up, down.
 PUSHED_UP = wp.constant(4)
@@ -258,12 +262,16 @@ PUSHED_DOWN = wp.constant(8)
 SQUEEZED_SWEEPS = wp.constant(16)
 # Sweeps, after the last pass, along chains of bodies pressed sideways against a body that cannot move (``mark_chains``):
 # a sideways manifold's chain rank is how many manifolds lie between it and such a body along the line of its push,
-# across levels; where a chain holds two bodies or more that move, sweep ``r`` solves each manifold of rank ``r`` once
-# more with the body nearer the anchor held still, so the chain ends the substep with every contact satisfied, as a
-# stack does. Levels go by height, and a line of bodies whose contacts lie at different heights was solved one level at
-# a time, the last level's push having the last word: in the soak with ``move_force: 200`` an agent ran a plank it held
-# into a ramp standing against a plank against a wall, and the ramp ended the step 84 mm inside that plank (34, 29 and
-# 7 mm with 3, 4 and 16 contact passes).
+# across levels; where a chain holds two bodies or more that move, sweep ``r`` and every later one solve each manifold
+# of rank ``r`` once more with the body nearer the anchor held still, so the chain ends the substep with every contact
+# satisfied, as a stack does. Levels go by height, and a line of bodies whose contacts lie at different heights was
+# solved one level at a time, the last level's push having the last word: in the soak with ``move_force: 200`` an agent
+# ran a plank it held into a ramp standing against a plank against a wall, and the ramp ended the step 84 mm inside
+# that plank (34, 29 and 7 mm with 3, 4 and 16 contact passes). Solved in the sweep of its rank alone, a chain was left
+# to the sweeps after it (of pinned, squeezed or stopped bodies): a seeker's held ramp, stopped from the side, pushed
+# a box on into a hider against a wall in each of those, 56 mm deep (a soak with ``floor_size: 3``). A ball jammed in a
+# wedge between two bodies that cannot move (``solve_ball_pair``) anchors a chain too, against a push into the wedge
+# (``pushed_in``).
 CHAIN_NONE = wp.constant(1.0e9)  # a rank no chain reaches (``mark_chains``)
 # m: manifolds within this height of a level's lowest belong to it: supports at one height, not a
 # body touching two things at different heights (a cube at a ramp's foot). At 0.1 mm, the faces of a row of boxes
@@ -1819,7 +1827,15 @@ def ball_push(bodies: Bodies, poses: Poses, c: Contacts, world: int, k: int, bal
 
 @wp.func
 def solve_ball_pair(
-    bodies: Bodies, poses: Poses, c: Contacts, impulse: wp.array2d[wp.float32], world: int, ball: int, j: int, k: int
+    bodies: Bodies,
+    splits: Splits,
+    poses: Poses,
+    c: Contacts,
+    impulse: wp.array2d[wp.float32],
+    world: int,
+    ball: int,
+    j: int,
+    k: int,
 ):
     """Moves ``ball`` the least distance that takes out the overlap of both its one-point manifolds at rows ``j`` and
     ``k``, whose other bodies cannot move (``solve_pinned_balls``): along ``u1`` and ``u2`` (``ball_push``) by ``a``
@@ -1847,6 +1863,9 @@ def solve_ball_pair(
                 return
             a = wp.max((e1 - cos * e2) / det, 0.0)
             b = wp.max((e2 - cos * e1) / det, 0.0)
+            # Jammed: a push into the wedge (against the sum of the two pushes) moves the ball no further in.
+            splits.count[world, ball] = JAMMED
+            splits.move[world, ball] = wp.normalize(u1 + u2)
             d = u1 * a + u2 * b
             size = wp.length(d)
             travel = bodies.position[world, ball] - bodies.prev_position[world, ball]
@@ -1864,6 +1883,7 @@ def solve_ball_pair(
 @wp.func
 def solve_pinned_balls(
     bodies: Bodies,
+    splits: Splits,
     poses: Poses,
     c: Contacts,
     impulse: wp.array2d[wp.float32],
@@ -1872,12 +1892,16 @@ def solve_pinned_balls(
     manifolds: int,
     count: int,
 ):
-    """Solves together, after the last pass's sweeps, the two most nearly opposed one-point manifolds that push a ball
-    from opposite sides (within ``BACKED_COS``) against bodies that cannot move (``solve_ball_pair``), for each ball
-    so pinned. Sweeps of one manifold at a time close such an overlap by about cos^2 of the angle between the pushes
-    a sweep: a hider run along a wall into the wedge between it and a locked box 3 degrees off it ended steps 22 mm
-    inside the wall (``test_a_hider_run_along_a_wall_into_the_wedge_of_a_locked_box_stays_out_of_both``). One
-    thread."""
+    """Solves together the two most nearly opposed one-point manifolds that push a ball from opposite sides (within
+    ``BACKED_COS``) against bodies that cannot move (``solve_ball_pair``), for each ball so pinned: once the last
+    pass's levels are done, before the sweeps (where a ball found jammed anchors chains, ``mark_chains``, so the sweeps
+    push back what pushed it in), and after them. Sweeps of one manifold at a time close such an overlap by about
+    cos^2 of the angle between the pushes a sweep: a hider run along a wall into the wedge between it and a locked box
+    3 degrees off it ended steps 22 mm inside the wall
+    (``test_a_hider_run_along_a_wall_into_the_wedge_of_a_locked_box_jams_there_out_of_both``). Solved after the
+    sweeps alone, a jammed hider's two pushes had the last word and moved it back the way another hider had pushed it
+    in, into that one (47 mm, a soak with 4 substeps; ``test_a_hider_run_along_a_wall_into_one_jammed_in_a_wedge_``
+    ``stops_against_it``). One thread."""
     for m in range(manifolds):
         j = order[world, m]
         ball = pinned_ball(bodies, poses, c, world, j, count)
@@ -1893,7 +1917,7 @@ def solve_pinned_balls(
                         most = wp.dot(u1, u2)
                         k = i
             if k >= 0:
-                solve_ball_pair(bodies, poses, c, impulse, world, ball, j, k)
+                solve_ball_pair(bodies, splits, poses, c, impulse, world, ball, j, k)
 
 
 @wp.func
@@ -1908,8 +1932,8 @@ def mark_chains(
     pinched: int,
 ) -> int:
     """Ranks each sideways manifold (``sideways``) of the substep by how many manifolds stand between it and a body
-    that cannot move (``inv_mass_of`` 0), along a line, across levels: pushing its body B away from A (along its
-    normal), rank 0 where A cannot move, else one more than the least rank of another sideways manifold that pushes A
+    that cannot move (``inv_mass_of`` 0, or a ball jammed in a wedge against a push into it, ``pushed_in``), along a
+    line, across levels: pushing its body B away from A (along its normal), rank 0 where A cannot move, else one more than the least rank of another sideways manifold that pushes A
     back along the normal (within ``BACKED_COS``: A is backed that way); pushing A away from B, the same the other way.
     The ranks go in ``splits.turn_a`` (B's, A's; free once the levels are done) by shortest paths (Bellman-Ford), which
     bodies move in ``splits.rank`` (free once ``mark_pinched`` is done). A manifold ranked both ways lies on a line
@@ -1917,8 +1941,8 @@ def mark_chains(
     each end would push its bodies into each other's places (the row's planks ended steps 77 mm inside each other),
     so its bodies are marked squeezed (``splits.rank`` 2) and no chain sweep moves them: every manifold of a squeezed
     body is swept ``SQUEEZED_SWEEPS`` times plainly instead. Returns the sweeps to run after the last pass: one more
-    than the deepest rank of a manifold that a chain sweep solves where a chain holds two bodies that move or more, at
-    least ``SQUEEZED_SWEEPS`` where a body is squeezed, else 0. Each manifold's ``splits.move_a`` then reads (2 where
+    than the deepest rank of a manifold that a chain sweep solves where a chain holds two bodies that move or more (or
+    a jammed ball anchors one), at least ``SQUEEZED_SWEEPS`` where a body is squeezed, else 0. Each manifold's ``splits.move_a`` then reads (2 where
     it moves a squeezed body, else 1 where ``mark_pinched`` found it pins a body and ``pinched`` is set, else 0; with
     chain sweeps, its least rank plus one where its sweep moves no squeezed body, else 0; the body held still in its
     sweep, 1 for A, 2 for B). One thread."""
@@ -1927,15 +1951,23 @@ def mark_chains(
         for side in range(2):
             body = wp.where(side == 0, c.body_a[world, k], c.body_b[world, k])
             splits.rank[world, body] = wp.where(inv_mass_of(bodies, world, body) > 0.0, 1, 0)
+    jammed = wp.int32(0)  # a manifold pushes a jammed ball into its wedge
     for m in range(manifolds):
         k = order[world, m]
-        moves_a = splits.rank[world, c.body_a[world, k]] != 0
-        moves_b = splits.rank[world, c.body_b[world, k]] != 0
+        a = c.body_a[world, k]
+        b = c.body_b[world, k]
+        moves_a = splits.rank[world, a] != 0
+        moves_b = splits.rank[world, b] != 0
         rank = wp.vec3(CHAIN_NONE, CHAIN_NONE, 0.0)
         if sideways(c, world, k, up):
+            # A ball jammed in a wedge (``solve_ball_pair``) holds like a body that cannot move against a push into it.
+            held_a = pushed_in(splits, world, a, -c.normal[world, k])
+            held_b = pushed_in(splits, world, b, c.normal[world, k])
+            if (held_a and moves_b) or (held_b and moves_a):
+                jammed = 1
             rank = wp.vec3(
-                wp.where(moves_b and not moves_a, 0.0, CHAIN_NONE),
-                wp.where(moves_a and not moves_b, 0.0, CHAIN_NONE),
+                wp.where(moves_b and (held_a or not moves_a), 0.0, CHAIN_NONE),
+                wp.where(moves_a and (held_b or not moves_b), 0.0, CHAIN_NONE),
                 0.0,
             )
         splits.turn_a[world, k] = rank
@@ -1982,7 +2014,7 @@ def mark_chains(
         rank = splits.turn_a[world, k]
         if chain_moves(splits, c, world, k, rank):
             deepest = wp.max(deepest, wp.min(rank[0], rank[1]))
-    sweeps = wp.where(deepest >= 1.0, int(deepest) + 1, 0)
+    sweeps = wp.where(deepest >= 1.0 or jammed != 0, int(deepest) + 1, 0)
     if squeezed != 0:
         sweeps = wp.max(sweeps, SQUEEZED_SWEEPS)
     if sweeps > 0 or pinched != 0:
@@ -2001,6 +2033,12 @@ def mark_chains(
                     flag = wp.vec3(flag[0], rank[1] + 1.0, 2.0)
             splits.move_a[world, k] = flag
     return sweeps
+
+
+@wp.func
+def pushed_in(splits: Splits, world: int, body: int, push: wp.vec3) -> bool:
+    """Whether ``body`` is a ball jammed in a wedge (``JAMMED``) and ``push`` on it drives it into the wedge."""
+    return splits.count[world, body] == JAMMED and wp.dot(push, splits.move[world, body]) < 0.0
 
 
 @wp.func
@@ -4148,9 +4186,10 @@ def _step_kernel(
                                         solve = flag[0] > 0.0 and sweep < wp.where(
                                             flag[0] > 1.0, SQUEEZED_SWEEPS, PINNED_SWEEPS
                                         )
-                                        if flag[1] == float(sweep + 1):
-                                            # A chain's manifold: the body nearer the anchor held still, as the lower
-                                            # body of a support is along ``up`` (``manifold_inverse_masses``).
+                                        if flag[1] > 0.0 and flag[1] <= float(sweep + 1):
+                                            # A chain's manifold, from the sweep of its rank on: the body nearer the
+                                            # anchor held still, as the lower body of a support is along ``up``
+                                            # (``manifold_inverse_masses``).
                                             solve = True
                                             along = c.normal[world, k] * wp.where(flag[2] == 1.0, 1.0, -1.0)
                                     if solve:
@@ -4189,6 +4228,10 @@ def _step_kernel(
                             if lane == 0:
                                 found = mark_pinched(bodies, splits, c, order, world, manifolds, up)
                                 pinched = found
+                                if found != 0:  # the two pushes on a pinned ball together, before the sweeps
+                                    solve_pinned_balls(
+                                        bodies, splits, poses, c, impulse, order, world, manifolds, count
+                                    )
                                 chains = mark_chains(bodies, splits, c, order, world, manifolds, up, found)
                                 pinned = wp.where(found > 1, SQUEEZED_SWEEPS, wp.where(found != 0, PINNED_SWEEPS, 0))
                                 sweeps = wp.max(pinned, chains)
@@ -4202,8 +4245,8 @@ def _step_kernel(
                                 stopped = block_share(stopped, lanes)
                             end = manifolds * (sweeps + 1)
                         first = last
-                    if pinched != 0:  # after the sweeps: the two pushes on a pinned ball together (lane 0)
-                        solve_pinned_balls(bodies, poses, c, impulse, order, world, manifolds, count)
+                    if pinched != 0:  # and after them (lane 0)
+                        solve_pinned_balls(bodies, splits, poses, c, impulse, order, world, manifolds, count)
                     if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
                         if it == passes - 1:
                             block_sync(lanes)

@@ -748,11 +748,19 @@ WEDGE_RUN = [  # the wedge's angle [rad], the hider's speed [m/s], the gap at th
 
 
 def wall_box_hider(
-    angle: float, box: np.ndarray, hider: tuple[float, float], speed: float, box_first: bool, side: int, yaw: float
+    angle: float,
+    box: np.ndarray,
+    hider: tuple[float, float],
+    speed: float,
+    box_first: bool,
+    side: int,
+    yaw: float,
+    runners: tuple[tuple[float, float], ...] = (),
 ) -> list[BodySpec]:
     """In the wall's frame (mirrored in y where ``side`` is -1, turned by ``yaw`` about z): the floor, a static wall
     whose face is the line y = 0, a locked (static) 0.5 m box centred at ``box`` (x, y) and turned by ``angle``, and a
-    hider (a 1 kg ball of 0.15 m, turning about z only) at ``hider`` (x, y) moving at ``speed`` towards -x."""
+    hider (a 1 kg ball of 0.15 m) at ``hider`` (x, y) moving at ``speed`` towards -x; then, listed last, a hider
+    touching the wall at x ``x`` moving at ``speed`` towards -x for each ``(x, speed)`` of ``runners``."""
     turn = np.array([[np.cos(yaw), -np.sin(yaw), 0.0], [np.sin(yaw), np.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
 
     def at(x: float, y: float, z: float) -> tuple[float, float, float]:
@@ -774,15 +782,18 @@ def wall_box_hider(
         response=Response.STATIC,
         friction=0.2,
     )
-    ball = BodySpec(
-        ShapeType.SPHERE,
-        size=(0.15, 0.0, 0.0),
-        position=at(hider[0], hider[1], 0.15),
-        friction=0.01,
-        linear_velocity=at(-speed, 0.0, 0.0),
-        drag=(10.0, 10.0, 0.0),
-    )
-    return [scene.floor(0.2), wall, *([locked, ball] if box_first else [ball, locked])]
+    balls = [
+        BodySpec(
+            ShapeType.SPHERE,
+            size=(0.15, 0.0, 0.0),
+            position=at(x, y, 0.15),
+            friction=0.01,
+            linear_velocity=at(-v, 0.0, 0.0),
+            drag=(10.0, 10.0, 0.0),
+        )
+        for x, y, v in ((hider[0], hider[1], speed), *((x, 0.15, v) for x, v in runners))
+    ]
+    return [scene.floor(0.2), wall, *([locked, balls[0]] if box_first else [balls[0], locked]), *balls[1:]]
 
 
 def wall_box_hiders(sim: ecs.BatchSim, scenes: list[tuple], push: list[float]) -> list[tuple[int, int]]:
@@ -825,6 +836,26 @@ def wedge_run(world: int) -> list[BodySpec]:
     return wall_box_hider(angle, centre, (1.0, 0.15), speed, box_first, side, yaw)
 
 
+WEDGE_QUEUE = [  # the wedge's angle [rad], the second hider's speed [m/s] and its push [N], the box listed before
+    # the first hider, the scene mirrored (-1) and turned [rad]
+    (angle, speed, push, box_first, side, yaw)
+    for angle in (0.03, 0.053, 0.1, 0.2)
+    for speed, push in ((2.0, 90.0), (4.0, 0.0))
+    for box_first, side, yaw in ((True, 1, 0.0), (False, -1, 0.8))
+]
+
+
+def wedge_queue(world: int) -> list[BodySpec]:
+    """World ``world``'s wedge (``WEDGE_QUEUE``, ``wall_box_hider``): the box as in ``wedge_run`` (no gap), a hider
+    at rest where it jams in its wedge (``wedge_stop``), and a second one touching the wall 0.7 m out of the wedge,
+    running along it into the first."""
+    angle, speed, _push, box_first, side, yaw = WEDGE_QUEUE[world]
+    rot = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    centre = np.array([0.0, 0.3]) - rot @ np.array([0.25, -0.25])
+    stop = wedge_stop(angle, 0.0)
+    return wall_box_hider(angle, centre, (stop, 0.15), 0.0, box_first, side, yaw, runners=((stop + 0.7, speed),))
+
+
 def wedge_stop(angle: float, gap: float) -> float:
     """Where along the wall a hider (0.15 m) touching it jams in ``wedge_run``'s wedge: the x at which its centre
     lies 0.15 m off the box's face, the line through the box's corner (0, 0.3 + gap) at ``angle`` to the wall."""
@@ -862,6 +893,39 @@ def test_a_hider_run_along_a_wall_into_the_wedge_of_a_locked_box_jams_there_out_
                 float(np.linalg.norm(v[w, hider])),
             )
     assert not off, f"(scene) -> (x along the wall, where it jams, speed [m/s]): {off}"
+
+
+def test_a_hider_run_along_a_wall_into_one_jammed_in_a_wedge_stops_against_it():
+    """A hider jammed at rest in the wedge between a wall and a locked box turned 1.7-11 degrees off it (where it
+    fits, ``wedge_stop``), and a second hider run along the wall into it at 2 m/s pushed on by 90 N or at 4 m/s:
+    at hide-and-seek's step (4 substeps, as the soak below) no hider ends a step more than 1 mm inside the wall or
+    the box, nor 2 mm inside the other (pushed at 90 N, the runner rests 1.1 mm inside the jammed one at 5.7 and 11
+    degrees), and the jammed one stays where it jams (2 mm): the wedge holds it, so the runner stops. (Solved
+    after the sweeps, the jammed hider's two pushes had the last word and moved it back out of the wedge the way the
+    runner had pushed it in, into the runner: 47 mm deep in a soak with 4 substeps; ``solver.pushed_in``.)"""
+    cfg = PhysicsConfig(physics_dt=0.075, physics_substeps=4, gravity=-50.0)
+    sim = scene.build(wedge_queue, cfg, num_worlds=len(WEDGE_QUEUE))
+    rows = wall_box_hiders(sim, WEDGE_QUEUE, [0.0] * len(WEDGE_QUEUE))
+    force, worlds = scene.column(sim, "force"), np.arange(len(WEDGE_QUEUE))
+    for w, (_a, _s, push, *_rest, yaw) in enumerate(WEDGE_QUEUE):
+        force[w, 4] = (-push * np.cos(yaw), -push * np.sin(yaw), 0.0)
+    sim.tables["body"]["force"].assign(force)
+    runners = [(box, 4) for box, _hider in rows]
+    deepest = np.zeros(len(WEDGE_QUEUE))
+    for _ in range(20):
+        sim.step()
+        x = scene.column(sim, "position")
+        between = 0.3 - np.linalg.norm(x[worlds, 4] - x[worlds, [hider for _box, hider in rows]], axis=1)
+        deepest = np.maximum.reduce([deepest, wall_box_depths(sim, rows), wall_box_depths(sim, runners), between / 2])
+    deep = {WEDGE_QUEUE[w]: round(float(deepest[w]) * 1000, 1) for w in np.nonzero(deepest > 0.001)[0]}
+    assert not deep, f"(angle, speed, push, box first, side, yaw) -> deepest [mm] (the hiders' overlap halved): {deep}"
+    off = {}
+    for w, (_box, hider) in enumerate(rows):
+        angle, *_rest, yaw = WEDGE_QUEUE[w]
+        along = x[w, hider, 0] * np.cos(yaw) + x[w, hider, 1] * np.sin(yaw)
+        if abs(along - wedge_stop(angle, 0.0)) > 0.002:
+            off[WEDGE_QUEUE[w]] = (round(float(along), 4), round(wedge_stop(angle, 0.0), 4))
+    assert not off, f"(scene) -> (the jammed hider's x along the wall, where it jams): {off}"
 
 
 SLOT_JAM = [  # the slot's angle [rad], the hider's speed along it [m/s] and the force on it [N] (> 0: towards the
