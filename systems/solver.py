@@ -262,16 +262,18 @@ PUSHED_DOWN = wp.constant(8)
 SQUEEZED_SWEEPS = wp.constant(16)
 # Sweeps, after the last pass, along chains of bodies pressed sideways against a body that cannot move (``mark_chains``):
 # a sideways manifold's chain rank is how many manifolds lie between it and such a body along the line of its push,
-# across levels; where a chain holds two bodies or more that move, sweep ``r`` and every later one solve each manifold
-# of rank ``r`` once more with the body nearer the anchor held still, so the chain ends the substep with every contact
-# satisfied, as a stack does. Levels go by height, and a line of bodies whose contacts lie at different heights was
-# solved one level at a time, the last level's push having the last word: in the soak with ``move_force: 200`` an agent
-# ran a plank it held into a ramp standing against a plank against a wall, and the ramp ended the step 84 mm inside
-# that plank (34, 29 and 7 mm with 3, 4 and 16 contact passes). Solved in the sweep of its rank alone, a chain was left
-# to the sweeps after it (of pinned, squeezed or stopped bodies): a seeker's held ramp, stopped from the side, pushed
-# a box on into a hider against a wall in each of those, 56 mm deep (a soak with ``floor_size: 3``). A ball jammed in a
-# wedge between two bodies that cannot move (``solve_ball_pair``) anchors a chain too, against a push into the wedge
-# (``pushed_in``).
+# across levels; where a chain holds two bodies or more that move, sweep ``r`` solves each manifold of rank ``r`` once
+# more with the body nearer the anchor held still, so the chain ends the substep with every contact satisfied, as a
+# stack does; where other sweeps follow (of pinned, squeezed or stopped bodies), the chains run once more after them.
+# Levels go by height, and a line of bodies whose contacts lie at different heights was solved one level at a time,
+# the last level's push having the last word: in the soak with ``move_force: 200`` an agent ran a plank it held into a
+# ramp standing against a plank against a wall, and the ramp ended the step 84 mm inside that plank (34, 29 and 7 mm
+# with 3, 4 and 16 contact passes). Solved in the sweep of its rank alone, a chain was left to the other sweeps after
+# it: a seeker's held ramp, stopped from the side, pushed a box on into a hider against a wall in each of those, 56 mm
+# deep (a soak with ``floor_size: 3``). Solved in every sweep from its rank on instead, a chain whose far end holds its
+# near end (an agent holding a plank against a wall, a box between them) was pushed out by the chain and pulled back
+# in by the joint in turn, sweep after sweep, and the plank flew off at 140 m/s. A ball jammed in a wedge between two
+# bodies that cannot move (``solve_ball_pair``) anchors a chain too, against a push into the wedge (``pushed_in``).
 CHAIN_NONE = wp.constant(1.0e9)  # a rank no chain reaches (``mark_chains``)
 # m: manifolds within this height of a level's lowest belong to it: supports at one height, not a
 # body touching two things at different heights (a cube at a ramp's foot). At 0.1 mm, the faces of a row of boxes
@@ -1930,7 +1932,7 @@ def mark_chains(
     manifolds: int,
     up: wp.vec3,
     pinched: int,
-) -> int:
+):
     """Ranks each sideways manifold (``sideways``) of the substep by how many manifolds stand between it and a body
     that cannot move (``inv_mass_of`` 0, or a ball jammed in a wedge against a push into it, ``pushed_in``), along a
     line, across levels: pushing its body B away from A (along its normal), rank 0 where A cannot move, else one more than the least rank of another sideways manifold that pushes A
@@ -1940,9 +1942,10 @@ def mark_chains(
     pressed from both ends (a hider wedged between a locked plank and a row of planks against a wall): sweeps from
     each end would push its bodies into each other's places (the row's planks ended steps 77 mm inside each other),
     so its bodies are marked squeezed (``splits.rank`` 2) and no chain sweep moves them: every manifold of a squeezed
-    body is swept ``SQUEEZED_SWEEPS`` times plainly instead. Returns the sweeps to run after the last pass: one more
-    than the deepest rank of a manifold that a chain sweep solves where a chain holds two bodies that move or more (or
-    a jammed ball anchors one), at least ``SQUEEZED_SWEEPS`` where a body is squeezed, else 0. Each manifold's ``splits.move_a`` then reads (2 where
+    body is swept ``SQUEEZED_SWEEPS`` times plainly instead. Returns the chain sweeps to run after the last pass (one
+    more than the deepest rank of a manifold that a chain sweep solves where a chain holds two bodies that move or
+    more, or a jammed ball anchors one, else 0), whether a body is squeezed, and how many sweeps the chains flagged
+    take (0 where none is flagged). Each manifold's ``splits.move_a`` then reads (2 where
     it moves a squeezed body, else 1 where ``mark_pinched`` found it pins a body and ``pinched`` is set, else 0; with
     chain sweeps, its least rank plus one where its sweep moves no squeezed body, else 0; the body held still in its
     sweep, 1 for A, 2 for B). One thread."""
@@ -2017,6 +2020,7 @@ def mark_chains(
     sweeps = wp.where(deepest >= 1.0 or jammed != 0, int(deepest) + 1, 0)
     if squeezed != 0:
         sweeps = wp.max(sweeps, SQUEEZED_SWEEPS)
+    chained = wp.int32(0)  # the chain sweeps flagged
     if sweeps > 0 or pinched != 0:
         for m in range(manifolds):
             k = order[world, m]
@@ -2027,12 +2031,13 @@ def mark_chains(
                 flag = wp.vec3(2.0, 0.0, 0.0)  # a manifold of a squeezed body: swept plainly
             rank = splits.turn_a[world, k]
             if sweeps > 0 and chain_moves(splits, c, world, k, rank):
+                chained = int(deepest) + 1
                 if rank[0] <= rank[1]:
                     flag = wp.vec3(flag[0], rank[0] + 1.0, 1.0)  # B pushed away from A, A held still
                 else:
                     flag = wp.vec3(flag[0], rank[1] + 1.0, 2.0)
             splits.move_a[world, k] = flag
-    return sweeps
+    return wp.where(deepest >= 1.0 or jammed != 0, int(deepest) + 1, 0), squeezed, chained
 
 
 @wp.func
@@ -4127,8 +4132,15 @@ def _step_kernel(
                     end = manifolds
                     stopped = wp.int32(0)  # joints whose held body is stopped from the side (``mark_stopped_holds``)
                     pinched = wp.int32(0)  # on lane 0: a body is pinned (``mark_pinched``)
+                    tail = wp.int32(0)  # on lane 0: the sweep that the chains' second run starts (``mark_chains``)
                     while first < end:
-                        if stopped > 0 and first >= manifolds and (first - manifolds) % manifolds == 0 and lane == 0:
+                        if (
+                            stopped > 0
+                            and first >= manifolds
+                            and (first - manifolds) % manifolds == 0
+                            and (first - manifolds) / manifolds < SQUEEZED_SWEEPS
+                            and lane == 0
+                        ):
                             # A sweep begins: the joints of held bodies stopped from the side first, then (flagged)
                             # their manifolds and their holders', as further passes would, with no body held still.
                             for j in range(joint_in.alive.shape[1]):
@@ -4186,9 +4198,12 @@ def _step_kernel(
                                         solve = flag[0] > 0.0 and sweep < wp.where(
                                             flag[0] > 1.0, SQUEEZED_SWEEPS, PINNED_SWEEPS
                                         )
-                                        if flag[1] > 0.0 and flag[1] <= float(sweep + 1):
-                                            # A chain's manifold, from the sweep of its rank on: the body nearer the
-                                            # anchor held still, as the lower body of a support is along ``up``
+                                        if flag[1] == float(sweep + 1) or (
+                                            tail > 0 and flag[1] == float(sweep + 1 - tail)
+                                        ):
+                                            # A chain's manifold, in the sweep of its rank and again that far into
+                                            # the chains' run after the other sweeps: the body nearer the anchor
+                                            # held still, as the lower body of a support is along ``up``
                                             # (``manifold_inverse_masses``).
                                             solve = True
                                             along = c.normal[world, k] * wp.where(flag[2] == 1.0, 1.0, -1.0)
@@ -4232,14 +4247,22 @@ def _step_kernel(
                                     solve_pinned_balls(
                                         bodies, splits, poses, c, impulse, order, world, manifolds, count
                                     )
-                                chains = mark_chains(bodies, splits, c, order, world, manifolds, up, found)
-                                pinned = wp.where(found > 1, SQUEEZED_SWEEPS, wp.where(found != 0, PINNED_SWEEPS, 0))
-                                sweeps = wp.max(pinned, chains)
+                                chains, squeezed, chained = mark_chains(
+                                    bodies, splits, c, order, world, manifolds, up, found
+                                )
+                                others = wp.where(found > 1, SQUEEZED_SWEEPS, wp.where(found != 0, PINNED_SWEEPS, 0))
+                                if squeezed != 0:
+                                    others = SQUEEZED_SWEEPS
                                 stopped = mark_stopped_holds(
                                     bodies, splits, c, order, impulse, joint_in, world, manifolds, count
                                 )
                                 if stopped > 0:
-                                    sweeps = wp.max(sweeps, SQUEEZED_SWEEPS)
+                                    others = SQUEEZED_SWEEPS
+                                sweeps = wp.max(others, chains)
+                                if chained > 0 and others > 0:
+                                    # The chains once more after the other sweeps, which moved their bodies again.
+                                    sweeps = others + chained
+                                    tail = others
                             if wp.static(block):
                                 sweeps = block_share(sweeps, lanes)
                                 stopped = block_share(stopped, lanes)
