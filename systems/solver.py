@@ -1834,7 +1834,10 @@ def solve_ball_pair(
     poses: Poses,
     c: Contacts,
     impulse: wp.array2d[wp.float32],
+    order: wp.array2d[wp.int32],
     world: int,
+    manifolds: int,
+    count: int,
     ball: int,
     j: int,
     k: int,
@@ -1849,8 +1852,10 @@ def solve_ball_pair(
     move made no overlap of its own, and a ball moved back no further than it came gains no speed. Capped at its
     travel whichever way instead, a hider jammed in a slot a hair narrower than itself and 0.1 degrees off parallel
     was moved along the slot further every substep (a soak with 4 substeps: 14 m/s in a step, into another hider
-    187 mm deep; ``test_a_hider_jammed_in_a_slot_a_hair_narrower_than_itself_is_not_shot_along_it``). Their
-    impulses take the motion."""
+    187 mm deep; ``test_a_hider_jammed_in_a_slot_a_hair_narrower_than_itself_is_not_shot_along_it``). Nor does the
+    move take the ball further into another body that cannot move than it is (the ball's other one-point manifolds,
+    ``order[0:manifolds]``): a hider of 0.3 m jammed in a wedge that a third wall closed was moved out of the wedge
+    into that wall every substep, 291 mm deep (a soak with ``agent_radius: 0.3``). Their impulses take the motion."""
     u1, e1 = ball_push(bodies, poses, c, world, j, ball)
     u2, e2 = ball_push(bodies, poses, c, world, k, ball)
     cos = wp.dot(u1, u2)
@@ -1875,6 +1880,19 @@ def solve_ball_pair(
             if size > back:
                 a = a * back / size
                 b = b * back / size
+    if a + b > 0.0:
+        # No further into the ball's other bodies that cannot move than it is (a third wall closing the wedge).
+        d = u1 * a + u2 * b
+        scale = wp.float32(1.0)
+        for m in range(manifolds):
+            i = order[world, m]
+            if i != j and i != k and pinned_ball(bodies, poses, c, world, i, count) == ball:
+                u, e = ball_push(bodies, poses, c, world, i, ball)
+                towards = -wp.dot(u, d)
+                if towards > 0.0:
+                    scale = wp.min(scale, wp.max(-e, 0.0) / towards)
+        a = a * scale
+        b = b * scale
     if a + b > 0.0:
         im = inv_mass_of(bodies, world, ball)
         bodies.position[world, ball] = bodies.position[world, ball] + u1 * a + u2 * b
@@ -1919,7 +1937,7 @@ def solve_pinned_balls(
                         most = wp.dot(u1, u2)
                         k = i
             if k >= 0:
-                solve_ball_pair(bodies, splits, poses, c, impulse, world, ball, j, k)
+                solve_ball_pair(bodies, splits, poses, c, impulse, order, world, manifolds, count, ball, j, k)
 
 
 @wp.func
