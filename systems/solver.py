@@ -4151,124 +4151,142 @@ def _step_kernel(
                     stopped = wp.int32(0)  # joints whose held body is stopped from the side (``mark_stopped_holds``)
                     pinched = wp.int32(0)  # on lane 0: a body is pinned (``mark_pinched``)
                     tail = wp.int32(0)  # on lane 0: the sweep that the chains' second run starts (``mark_chains``)
-                    while first < end:
-                        if (
-                            stopped > 0
-                            and first >= manifolds
-                            and (first - manifolds) % manifolds == 0
-                            and (first - manifolds) / manifolds < SQUEEZED_SWEEPS
-                            and lane == 0
-                        ):
-                            # A sweep begins: the joints of held bodies stopped from the side first, then (flagged)
-                            # their manifolds and their holders', as further passes would, with no body held still.
-                            for j in range(joint_in.alive.shape[1]):
-                                if joint_in.alive[world, j] != 0:  # noqa: SIM102 (Warp's `and` reads both sides)
-                                    if stopped_from_the_side(
-                                        bodies, c, impulse, world, count, joint_in.joint_body_b[world, j]
-                                    ):
-                                        solve_joint_row(bodies, joint_in, world, j)
-                        # A level: the manifolds at one height. When two of them move the same body (a cube
-                        # resting on two others, a row pressed together), the level is solved by Jacobi
-                        # steps, so the body settles on both supports whichever is listed first, and a
-                        # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
-                        # and each is solved on its own (on a lane of its own in step_bodies_block).
-                        # After the last pass's levels, sweeps over every manifold that holds a pinched body
-                        # (``mark_pinched``) and, in the sweep of its rank, every manifold of a chain (``mark_chains``),
-                        # each on its own, as a level of one manifold (on lane 0), in the order of the levels.
-                        last = first + 1
-                        jacobi = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
-                        if first < manifolds:
-                            last, jacobi = level_at(contact_out.contact_level, world, first)
-                        # In the last of RANKED_PASSES passes or more, such a level goes outwards from its anchors, a
-                        # group of ranks at a time (``rank_level``), then the manifolds that no anchor reaches;
-                        # otherwise whole.
-                        ranked = wp.int32(0)
-                        if jacobi and it == passes - 1 and passes >= RANKED_PASSES:
-                            if lane == 0:
-                                ranked = rank_level(bodies, splits, c, order, world, first, last, manifolds, up)
-                            if wp.static(block):
-                                ranked = block_share(ranked, lanes)
-                        groups = wp.max(ranked / 2 + ranked % 2, 1)
-                        for g in range(groups):
-                            rank_group = wp.where(ranked < 2, ALL_MANIFOLDS, wp.where(g < ranked / 2, g, RANK_FREE))
-                            steps = wp.int32(1)
-                            if jacobi:
-                                if wp.static(block):
-                                    count_level_splits_lanes(
-                                        bodies, splits, c, order, world, first, last, up, rank_group, lane, lanes
-                                    )
-                                    block_sync(lanes)
-                                else:
-                                    count_level_splits(bodies, splits, c, order, world, first, last, up, rank_group)
-                                chain = level_chain(bodies, splits, c, order, world, first, last, up, rank_group)
-                                steps = level_steps(up, chain, rank_group)
-                            for _step in range(steps):
-                                if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
-                                    if jacobi:  # the same on every lane of the world
-                                        block_sync(lanes)
-                                for m in range(first + lane, last, lanes):
-                                    k = order[world, wp.where(m < manifolds, m, (m - manifolds) % manifolds)]
-                                    along = up
-                                    solve = m < manifolds
-                                    if not solve:  # a sweep after the levels (``mark_pinched``, ``mark_chains``)
-                                        sweep = (m - manifolds) / manifolds
-                                        flag = splits.move_a[world, k]
-                                        solve = flag[0] > 0.0 and sweep < wp.where(
-                                            flag[0] > 1.0, SQUEEZED_SWEEPS, PINNED_SWEEPS
-                                        )
-                                        if flag[1] == float(sweep + 1) or (
-                                            tail > 0 and flag[1] == float(sweep + 1 - tail)
+                    # Once through the levels and, in the last pass, once through the sweeps after them (``end``
+                    # grows): a phase count the compiler does not know, so that neither the loop over the levels
+                    # nor the pinned balls' pair solve (``solve_pinned_balls``) is compiled twice.
+                    phases = wp.where(it == passes - 1 and manifolds > 0, 2, 1)
+                    for phase in range(phases):
+                        while first < end:
+                            if (
+                                stopped > 0
+                                and first >= manifolds
+                                and (first - manifolds) % manifolds == 0
+                                and (first - manifolds) / manifolds < SQUEEZED_SWEEPS
+                                and lane == 0
+                            ):
+                                # A sweep begins: the joints of held bodies stopped from the side first, then (flagged)
+                                # their manifolds and their holders', as further passes would, with no body held still.
+                                for j in range(joint_in.alive.shape[1]):
+                                    if joint_in.alive[world, j] != 0:  # noqa: SIM102 (Warp's `and` reads both sides)
+                                        if stopped_from_the_side(
+                                            bodies, c, impulse, world, count, joint_in.joint_body_b[world, j]
                                         ):
-                                            # A chain's manifold, in the sweep of its rank and again that far into
-                                            # the chains' run after the other sweeps: the body nearer the anchor
-                                            # held still, as the lower body of a support is along ``up``
-                                            # (``manifold_inverse_masses``).
-                                            solve = True
-                                            along = c.normal[world, k] * wp.where(flag[2] == 1.0, 1.0, -1.0)
-                                    if solve:
-                                        level_manifold(
-                                            bodies,
-                                            splits,
-                                            poses,
-                                            c,
-                                            impulse,
-                                            friction,
-                                            world,
-                                            k,
-                                            count,
-                                            along,
-                                            jacobi,
-                                            rank_group,
-                                        )
+                                            solve_joint_row(bodies, joint_in, world, j)
+                            # A level: the manifolds at one height. When two of them move the same body (a cube
+                            # resting on two others, a row pressed together), the level is solved by Jacobi
+                            # steps, so the body settles on both supports whichever is listed first, and a
+                            # pressed row stays where it is. Otherwise no body is moved by two of its manifolds,
+                            # and each is solved on its own (on a lane of its own in step_bodies_block).
+                            # After the last pass's levels, sweeps over every manifold that holds a pinched body
+                            # (``mark_pinched``) and, in the sweep of its rank, every manifold of a chain (``mark_chains``),
+                            # each on its own, as a level of one manifold (on lane 0), in the order of the levels.
+                            last = first + 1
+                            jacobi = bool(False)  # noqa: UP018 (Warp: a variable changed in a branch must be declared dynamic)
+                            if first < manifolds:
+                                last, jacobi = level_at(contact_out.contact_level, world, first)
+                            # In the last of RANKED_PASSES passes or more, such a level goes outwards from its anchors, a
+                            # group of ranks at a time (``rank_level``), then the manifolds that no anchor reaches;
+                            # otherwise whole.
+                            ranked = wp.int32(0)
+                            if jacobi and it == passes - 1 and passes >= RANKED_PASSES:
+                                if lane == 0:
+                                    ranked = rank_level(bodies, splits, c, order, world, first, last, manifolds, up)
+                                if wp.static(block):
+                                    ranked = block_share(ranked, lanes)
+                            groups = wp.max(ranked / 2 + ranked % 2, 1)
+                            for g in range(groups):
+                                rank_group = wp.where(ranked < 2, ALL_MANIFOLDS, wp.where(g < ranked / 2, g, RANK_FREE))
+                                steps = wp.int32(1)
                                 if jacobi:
                                     if wp.static(block):
-                                        block_sync(lanes)
-                                        apply_level_lanes(
+                                        count_level_splits_lanes(
                                             bodies, splits, c, order, world, first, last, up, rank_group, lane, lanes
                                         )
+                                        block_sync(lanes)
                                     else:
-                                        apply_level(bodies, splits, c, order, world, first, last, up, rank_group)
-                        if wp.static(block):
-                            block_sync(lanes)
-                        if first < manifolds and last >= manifolds and it == passes - 1:
+                                        count_level_splits(bodies, splits, c, order, world, first, last, up, rank_group)
+                                    chain = level_chain(bodies, splits, c, order, world, first, last, up, rank_group)
+                                    steps = level_steps(up, chain, rank_group)
+                                for _step in range(steps):
+                                    if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
+                                        if jacobi:  # the same on every lane of the world
+                                            block_sync(lanes)
+                                    for m in range(first + lane, last, lanes):
+                                        k = order[world, wp.where(m < manifolds, m, (m - manifolds) % manifolds)]
+                                        along = up
+                                        solve = m < manifolds
+                                        if not solve:  # a sweep after the levels (``mark_pinched``, ``mark_chains``)
+                                            sweep = (m - manifolds) / manifolds
+                                            flag = splits.move_a[world, k]
+                                            solve = flag[0] > 0.0 and sweep < wp.where(
+                                                flag[0] > 1.0, SQUEEZED_SWEEPS, PINNED_SWEEPS
+                                            )
+                                            if flag[1] == float(sweep + 1) or (
+                                                tail > 0 and flag[1] == float(sweep + 1 - tail)
+                                            ):
+                                                # A chain's manifold, in the sweep of its rank and again that far into
+                                                # the chains' run after the other sweeps: the body nearer the anchor
+                                                # held still, as the lower body of a support is along ``up``
+                                                # (``manifold_inverse_masses``).
+                                                solve = True
+                                                along = c.normal[world, k] * wp.where(flag[2] == 1.0, 1.0, -1.0)
+                                        if solve:
+                                            level_manifold(
+                                                bodies,
+                                                splits,
+                                                poses,
+                                                c,
+                                                impulse,
+                                                friction,
+                                                world,
+                                                k,
+                                                count,
+                                                along,
+                                                jacobi,
+                                                rank_group,
+                                            )
+                                    if jacobi:
+                                        if wp.static(block):
+                                            block_sync(lanes)
+                                            apply_level_lanes(
+                                                bodies,
+                                                splits,
+                                                c,
+                                                order,
+                                                world,
+                                                first,
+                                                last,
+                                                up,
+                                                rank_group,
+                                                lane,
+                                                lanes,
+                                            )
+                                        else:
+                                            apply_level(bodies, splits, c, order, world, first, last, up, rank_group)
+                            if wp.static(block):
+                                block_sync(lanes)
+                            first = last
+                        levels_done = phase == 0 and phases == 2
+                        sweeps = wp.int32(0)
+                        if levels_done:
                             # The levels are done: find the pinched bodies in the scratch they leave free.
                             for i in range(lane, nb, lanes):
                                 splits.count[world, i] = 0
                                 splits.rank[world, i] = 0
                             if wp.static(block):
                                 block_sync(lanes)
-                            sweeps = wp.int32(0)
                             if lane == 0:
-                                found = mark_pinched(bodies, splits, c, order, world, manifolds, up)
-                                pinched = found
-                                if found != 0:  # the two pushes on a pinned ball together, before the sweeps
-                                    solve_pinned_balls(
-                                        bodies, splits, poses, c, impulse, order, world, manifolds, count
-                                    )
+                                pinched = mark_pinched(bodies, splits, c, order, world, manifolds, up)
+                        if pinched != 0:  # the two pushes on a pinned ball together, before the sweeps and after
+                            solve_pinned_balls(bodies, splits, poses, c, impulse, order, world, manifolds, count)
+                        if levels_done:
+                            if lane == 0:
                                 chains, squeezed, chained = mark_chains(
-                                    bodies, splits, c, order, world, manifolds, up, found
+                                    bodies, splits, c, order, world, manifolds, up, pinched
                                 )
-                                others = wp.where(found > 1, SQUEEZED_SWEEPS, wp.where(found != 0, PINNED_SWEEPS, 0))
+                                others = wp.where(
+                                    pinched > 1, SQUEEZED_SWEEPS, wp.where(pinched != 0, PINNED_SWEEPS, 0)
+                                )
                                 if squeezed != 0:
                                     others = SQUEEZED_SWEEPS
                                 stopped = mark_stopped_holds(
@@ -4285,9 +4303,6 @@ def _step_kernel(
                                 sweeps = block_share(sweeps, lanes)
                                 stopped = block_share(stopped, lanes)
                             end = manifolds * (sweeps + 1)
-                        first = last
-                    if pinched != 0:  # and after them (lane 0)
-                        solve_pinned_balls(bodies, splits, poses, c, impulse, order, world, manifolds, count)
                     if wp.static(block):  # noqa: SIM102 (a static branch: compiled only into the block's kernels)
                         if it == passes - 1:
                             block_sync(lanes)
