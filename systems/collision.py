@@ -6,7 +6,11 @@ where a faster body whose box overlaps its own may push it along), is tested aga
 pairs that may touch in this step go to the ``pair`` table. Two methods, picked by ``broadphase``:
 ``Broadphase.SORT_SWEEP`` (default: sort the boxes along x with an insertion sort that starts
 from last step's order, then sweep) and ``Broadphase.ALL_PAIRS`` (test every pair). Planes are
-infinite and are paired with every movable body whose box reaches them.
+infinite and are paired with every movable body whose box reaches them. A body held by a fixed joint (a grab)
+and its holder are a pair like any other, as a weld's two bodies still collide in MuJoCo: without their contacts,
+whatever pushed the held body into its holder drove it in unseen (the joint, solved before the contacts, gives way
+to them), 50 mm in ``tests/systems/test_held_bodies.py``'s squeeze and 81 mm in a soak, where the overlap then went
+to the other bodies once the held plank was locked and let go.
 
 Measured (``examples/benchmarks/bench_physics.py --broadphase``, 4096 worlds of the 30-body room,
 2-core CPU, one core per launch, 10 steps x 3): sort-and-sweep 8.0 ms per step (2.0 us per
@@ -71,8 +75,6 @@ from .rigid_body import (
     AngularVelocity,
     BodyResponse,
     Force,
-    JointBodyA,
-    JointBodyB,
     LinearVelocity,
     Mass,
     Position,
@@ -899,24 +901,6 @@ def boxes_overlap(lo_a: wp.vec3, hi_a: wp.vec3, lo_b: wp.vec3, hi_b: wp.vec3) ->
 
 
 @wp.func
-def jointed(
-    joint_alive: wp.array2d[wp.int32],
-    joint_a: wp.array2d[wp.int32],
-    joint_b: wp.array2d[wp.int32],
-    world: int,
-    i: int,
-    j: int,
-) -> bool:
-    for k in range(joint_alive.shape[1]):
-        if joint_alive[world, k] != 0:
-            ja = joint_a[world, k]
-            jb = joint_b[world, k]
-            if (ja == i and jb == j) or (ja == j and jb == i):
-                return True
-    return False
-
-
-@wp.func
 def add_pair(
     pair_a: wp.array2d[wp.int32],
     pair_b: wp.array2d[wp.int32],
@@ -951,7 +935,6 @@ def core_gap(body_in: BroadphaseBodies, world: int, i: int, j: int, ei: wp.vec3)
 
 
 BroadphaseBoxes = ecs.bundle("BroadphaseBoxes", [AabbLower, AabbUpper, BroadphaseReach, SweepOrder])
-JointLinks = ecs.bundle("JointLinks", ["alive", JointBodyA, JointBodyB])
 PairRows = ecs.bundle("PairRows", ["alive", PairBodyA, PairBodyB])
 
 
@@ -964,7 +947,6 @@ def find_pairs(
     broadphase: int,
     # Components in:
     body_in: BroadphaseBodies,
-    joint_in: JointLinks,
     # Components out:
     body_out: BroadphaseBoxes,
     pair_out: PairRows,
@@ -1049,7 +1031,7 @@ def find_pairs(
         for i in range(nb):
             if body_out.aabb_lower[world, i][0] < BIG:
                 for j in range(i + 1, nb):
-                    if (  # noqa: SIM102 (Warp evaluates both operands of `and`; the joint scan runs only for overlaps)
+                    if (
                         movable(body_in.response[world, i], body_in.locked_by[world, i])
                         or movable(body_in.response[world, j], body_in.locked_by[world, j])
                     ) and boxes_overlap(
@@ -1058,10 +1040,9 @@ def find_pairs(
                         body_out.aabb_lower[world, j],
                         body_out.aabb_upper[world, j],
                     ):
-                        if not jointed(joint_in.alive, joint_in.joint_body_a, joint_in.joint_body_b, world, i, j):
-                            count = add_pair(
-                                pair_out.pair_body_a, pair_out.pair_body_b, pair__overflow_out, world, count, i, j
-                            )
+                        count = add_pair(
+                            pair_out.pair_body_a, pair_out.pair_body_b, pair__overflow_out, world, count, i, j
+                        )
     else:
         # Keep last step's order when it is still a permutation (bodies move little per step, so
         # the insertion sort below is then close to linear); otherwise start from row order.
@@ -1100,14 +1081,11 @@ def find_pairs(
                 lo_j = body_out.aabb_lower[world, j]
                 if lo_j[0] > hi_i[0]:
                     break
-                if (  # noqa: SIM102 (as above)
+                if (
                     movable(body_in.response[world, i], body_in.locked_by[world, i])
                     or movable(body_in.response[world, j], body_in.locked_by[world, j])
                 ) and boxes_overlap(lo_i, hi_i, lo_j, body_out.aabb_upper[world, j]):
-                    if not jointed(joint_in.alive, joint_in.joint_body_a, joint_in.joint_body_b, world, i, j):
-                        count = add_pair(
-                            pair_out.pair_body_a, pair_out.pair_body_b, pair__overflow_out, world, count, i, j
-                        )
+                    count = add_pair(pair_out.pair_body_a, pair_out.pair_body_b, pair__overflow_out, world, count, i, j)
     world_pair_count_out[world] = count
     for k in range(pair_out.alive.shape[1]):
         pair_out.alive[world, k] = wp.where(k < count, 1, 0)
