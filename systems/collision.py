@@ -9,7 +9,7 @@ from last step's order, then sweep) and ``Broadphase.ALL_PAIRS`` (test every pai
 infinite and are paired with every movable body whose box reaches them. A body held by a fixed joint (a grab)
 and its holder are a pair like any other, as a weld's two bodies still collide in MuJoCo: without their contacts,
 whatever pushed the held body into its holder drove it in unseen (the joint, solved before the contacts, gives way
-to them), 50 mm in ``tests/systems/test_held_bodies.py``'s squeeze and 81 mm in a soak, where the overlap then went
+to them), 28 mm in ``tests/systems/test_held_bodies.py``'s squeeze and 81 mm in a soak, where the overlap then went
 to the other bodies once the held plank was locked and let go.
 
 Measured (``examples/benchmarks/bench_physics.py --broadphase``, 4096 worlds of the 30-body room,
