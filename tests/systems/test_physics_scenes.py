@@ -1042,6 +1042,7 @@ IMPACT_ACTIONS = {
 
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,  # a state that fails to load is an error, not this limit
     reason="two contact passes leave the hider 61.7 mm inside the plank (3, 6, 12 passes: 41.6, 12.9, 1.0 mm)",
 )
 def test_a_hider_that_chases_a_spinning_plank_into_another_stays_out_of_it():
